@@ -1,0 +1,145 @@
+"""Reading official Cosmos3 ``transformer/`` checkpoints (sharded or merged safetensors) into the model."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import torch
+
+from .config import Cosmos3Config
+
+log = logging.getLogger(__name__)
+
+INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
+SINGLE_NAME = "diffusion_pytorch_model.safetensors"
+SIGNATURE_KEYS = (
+    "proj_in.weight",
+    "proj_out.weight",
+    "norm_moe_gen.weight",
+    "time_embedder.linear_1.weight",
+    "layers.0.self_attn.add_q_proj.weight",
+    "layers.0.mlp_moe_gen.up_proj.weight",
+)
+_UNUSED_PREFIXES = ("lm_head.", "action_", "audio_", "norm.")
+
+
+def is_unused_key(key: str) -> bool:
+    """Keys video generation never reads: the LM head, action and sound modules, the text pathway's final norm."""
+    return key.startswith(_UNUSED_PREFIXES)
+
+
+def require_cosmos3_keys(keys, source: str) -> None:
+    """Raise if ``keys`` lack the Cosmos3 generator signature, naming the expected keys and the source."""
+    missing = [k for k in SIGNATURE_KEYS if k not in keys]
+    if missing:
+        raise ValueError(
+            f"{source} is not a Cosmos3 transformer checkpoint: missing {missing}. A Cosmos3 checkpoint has flat "
+            f"diffusers keys such as {list(SIGNATURE_KEYS)} (the 'transformer/' folder of nvidia/Cosmos3-Nano)."
+        )
+
+
+def shard_files(path: str) -> list[str]:
+    """Safetensors files of a checkpoint: a ``transformer/`` folder (sharded via its index, or single), a
+    checkpoint root holding ``transformer/``, or one merged ``.safetensors`` file. Raises naming what is missing."""
+    if os.path.isfile(path):
+        return [path]
+    folder = os.path.join(path, "transformer") if os.path.isdir(os.path.join(path, "transformer")) else path
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"Cosmos3 checkpoint not found: {path!r} is neither a folder nor a .safetensors file.")
+    index = os.path.join(folder, INDEX_NAME)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            names = sorted(set(json.load(f)["weight_map"].values()))
+        files = [os.path.join(folder, n) for n in names]
+        absent = [f for f in files if not os.path.isfile(f)]
+        if absent:
+            raise FileNotFoundError(f"Cosmos3 checkpoint is incomplete: shard(s) {absent} listed in {index} are missing.")
+        return files
+    single = os.path.join(folder, SINGLE_NAME)
+    if os.path.isfile(single):
+        return [single]
+    raise FileNotFoundError(
+        f"No Cosmos3 weights in {folder!r}: expected {INDEX_NAME} with its shards, or {SINGLE_NAME}."
+    )
+
+
+def read_config(path: str, keys_and_shapes: dict[str, tuple] | None = None) -> Cosmos3Config:
+    """The model config from ``config.json`` beside the weights, else inferred from weight shapes."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    for candidate in (os.path.join(folder, "transformer", "config.json"), os.path.join(folder, "config.json")):
+        if os.path.isdir(path) and os.path.isfile(candidate):
+            with open(candidate, encoding="utf-8") as f:
+                return Cosmos3Config.from_dict(json.load(f))
+    if keys_and_shapes is None:
+        raise FileNotFoundError(f"No config.json for the Cosmos3 checkpoint at {path!r} and no weights to infer it from.")
+    return infer_config(keys_and_shapes)
+
+
+def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
+    """Derive the architecture of a merged single-file checkpoint from its weight shapes."""
+    require_cosmos3_keys(shapes, "this file")
+    head_dim = shapes["layers.0.self_attn.norm_added_q.weight"][0]
+    hidden = shapes["proj_in.weight"][0]
+    layers = 1 + max(int(k.split(".")[1]) for k in shapes if k.startswith("layers."))
+    patch_dim = shapes["proj_in.weight"][1]
+    return Cosmos3Config(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=shapes["layers.0.self_attn.add_q_proj.weight"][0] // head_dim,
+        num_key_value_heads=shapes["layers.0.self_attn.add_k_proj.weight"][0] // head_dim,
+        head_dim=head_dim,
+        intermediate_size=shapes["layers.0.mlp_moe_gen.up_proj.weight"][0],
+        vocab_size=shapes["embed_tokens.weight"][0],
+        attention_bias="layers.0.self_attn.add_q_proj.bias" in shapes,
+        latent_channel=patch_dim // 4,
+        patch_latent_dim=patch_dim,
+        qk_norm_for_text="layers.0.self_attn.norm_q.weight" in shapes,
+    )
+
+
+def tensor_shapes(files: list[str]) -> dict[str, tuple]:
+    """Key -> shape over all files, read from the safetensors headers only."""
+    from safetensors import safe_open
+
+    shapes = {}
+    for file in files:
+        with safe_open(file, framework="pt") as f:
+            for key in f.keys():
+                shapes[key] = tuple(f.get_slice(key).get_shape())
+    return shapes
+
+
+@torch.no_grad()
+def load_weights(model: torch.nn.Module, files: list[str]) -> dict:
+    """Copy the checkpoint into ``model`` one tensor at a time (peak host memory stays near one copy of the
+    weights), casting to each parameter's dtype. Unused modules (LM head, action, sound) are skipped with one
+    log line. Raises naming missing or mismatched keys. Returns counts of loaded and skipped tensors."""
+    from safetensors import safe_open
+
+    params = dict(model.state_dict(keep_vars=True))
+    loaded, skipped, unexpected = set(), [], []
+    for file in files:
+        with safe_open(file, framework="pt") as f:
+            for key in f.keys():
+                if key not in params:
+                    (skipped if is_unused_key(key) else unexpected).append(key)
+                    continue
+                target = params[key]
+                tensor = f.get_tensor(key)
+                if tuple(tensor.shape) != tuple(target.shape):
+                    raise ValueError(
+                        f"Cosmos3 weight {key!r} has shape {tuple(tensor.shape)} in {file}, the model expects "
+                        f"{tuple(target.shape)}: the checkpoint and its config.json disagree."
+                    )
+                target.data.copy_(tensor)
+                loaded.add(key)
+    missing = sorted(set(params) - loaded)
+    if missing:
+        raise ValueError(f"Cosmos3 checkpoint lacks {len(missing)} weight(s), e.g. {missing[:5]}.")
+    if skipped:
+        log.info("Cosmos3: skipped %d tensors not used for video generation (lm_head/action/sound/norm).", len(skipped))
+    if unexpected:
+        log.warning("Cosmos3: ignored %d unknown tensors, e.g. %s", len(unexpected), unexpected[:5])
+    return {"loaded": len(loaded), "skipped": len(skipped), "unexpected": len(unexpected)}

@@ -1,0 +1,211 @@
+"""The Cosmos3 omni transformer for video and image generation, with the generator stack as an explicit seam.
+
+A call runs three steps: :meth:`Cosmos3Transformer.prepare` (patchify, ``proj_in``, time embedding, rotary
+tables), :meth:`Cosmos3Transformer.run_gen_stack` (every layer's generator pathway over cached text keys/values;
+returns hidden states before ``norm_moe_gen``) and :meth:`Cosmos3Transformer.finish` (``norm_moe_gen``,
+``proj_out``, unpatchify, zero velocity on conditioned frames). A step cache wraps ``run_gen_stack`` through
+:meth:`Cosmos3Transformer.call_gen_stack`, which a host may override to add its own wrapper mechanism.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import Cosmos3Config
+from .layers import Cosmos3Layer
+from .ops import TorchOps, sdpa_attention
+from .rope import rope_cos_sin, text_positions, vision_positions
+from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
+
+
+@dataclass
+class GenStackInputs:
+    """Everything the generator stack and a step cache need for one call, besides the hidden states."""
+
+    latent: torch.Tensor  # the noisy latent as the caller passed it, [B, C, T, H, W]
+    sigma: torch.Tensor  # [B] noise level of each item
+    token_ids: torch.Tensor  # [B, L_max] prompt tokens, -1 after each prompt's end
+    cos: torch.Tensor  # [B, N, head_dim] rotary tables of the generator tokens
+    sin: torch.Tensor
+    grid: tuple[int, int, int]  # patch grid (T, H/2, W/2)
+    frame_is_clean: torch.Tensor  # [B, T] bool: conditioned frames (no time embedding, zero velocity)
+    transformer_options: dict = field(default_factory=dict)
+
+
+class TimestepEmbedder(nn.Module):
+    """Sinusoidal(256, cos first) features of ``t`` through linear-silu-linear, kept in float32."""
+
+    def __init__(self, hidden_size: int, ops, device=None):
+        super().__init__()
+        self.linear_1 = ops.Linear(256, hidden_size, bias=True, device=device, dtype=torch.float32)
+        self.linear_2 = ops.Linear(hidden_size, hidden_size, bias=True, device=device, dtype=torch.float32)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        half = 128
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
+        angles = t.float()[:, None] * freqs[None]
+        features = torch.cat((torch.cos(angles), torch.sin(angles)), dim=-1)
+        return self.linear_2(F.silu(self.linear_1(features)))
+
+
+def frame_mask_from(cond_mask: torch.Tensor | None, batch: int, frames: int, device) -> torch.Tensor:
+    """Per-frame conditioned flags [B, T] from a mask shaped [B, T], [B, 1, T, 1, 1] or [B, C, T, H, W]."""
+    if cond_mask is None:
+        return torch.zeros(batch, frames, dtype=torch.bool, device=device)
+    m = cond_mask.to(device)
+    if m.ndim == 5:
+        m = m.amax(dim=(1, 3, 4))
+    if m.ndim != 2 or m.shape[1] != frames:
+        raise ValueError(f"cond_mask must give one flag per latent frame ({frames}), got shape {tuple(cond_mask.shape)}.")
+    if m.shape[0] != batch:
+        m = m.repeat(math.ceil(batch / m.shape[0]), 1)[:batch]
+    return m > 0.5
+
+
+class Cosmos3Transformer(nn.Module):
+    """Cosmos3 omni transformer restricted to vision generation (text-to-video/image, image-to-video).
+
+    Parameter names equal the official flat checkpoint keys, so ``transformer/`` shards load directly.
+    ``operations`` supplies ``Linear``/``RMSNorm``/``Embedding``; ``attention`` is the attention function.
+    """
+
+    def __init__(self, config: Cosmos3Config, operations=TorchOps, attention=sdpa_attention, device=None, dtype=None):
+        super().__init__()
+        self.config = config
+        self.attention = attention
+        ops, kw = operations, dict(device=device, dtype=dtype)
+        h = config.hidden_size
+        self.embed_tokens = ops.Embedding(config.vocab_size, h, **kw)
+        self.layers = nn.ModuleList(Cosmos3Layer(config, ops, **kw) for _ in range(config.num_hidden_layers))
+        self.norm_moe_gen = ops.RMSNorm(h, eps=config.rms_norm_eps, **kw)
+        self.proj_in = ops.Linear(config.patch_latent_dim, h, bias=True, **kw)
+        self.proj_out = ops.Linear(h, config.patch_latent_dim, bias=True, **kw)
+        self.time_embedder = TimestepEmbedder(h, ops, device=device)
+
+    # ---------------------------------------------------------------- entry point
+    def forward(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None, **kwargs):
+        """Velocity ``[B, C, T, H, W]`` for latent ``x`` at noise level ``timestep`` (sigma in [0, 1], [B]).
+
+        ``token_ids [B, L]`` are the prompt tokens (-1 pads shorter prompts at the end); ``fps`` [B] or a number
+        (None: no fps modulation); ``cond_latent``/``cond_mask`` give clean frames for image-to-video: flagged
+        frames are replaced by ``cond_latent``, get no time embedding and a zero velocity.
+        """
+        inputs, hidden = self.prepare(x, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options or {})
+        return self.finish(self.call_gen_stack(hidden, inputs), inputs)
+
+    # ---------------------------------------------------------------- step 1
+    def prepare(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None):
+        """Generator hidden states after ``proj_in`` + time embedding, and the :class:`GenStackInputs`."""
+        cfg, (b, c, t, hgt, wid) = self.config, x.shape
+        if c != cfg.latent_channel:
+            raise ValueError(f"Cosmos3 expects {cfg.latent_channel} latent channels, got {c} (shape {tuple(x.shape)}).")
+        token_ids = _batch_rows(token_ids.long(), b)
+        clean = frame_mask_from(cond_mask, b, t, x.device)
+        latent_in = x
+        if cond_latent is not None and bool(clean.any()):
+            cond_latent = _batch_rows(cond_latent.to(x), b)
+            x = torch.where(clean[:, None, :, None, None], cond_latent, x)
+        patches, grid = patchify(x, cfg.latent_patch_size)
+        hidden = self.proj_in(patches)
+        sigma = _batch_rows(timestep.reshape(-1).float(), b)
+        temb = self.time_embedder((sigma * 1000.0) * cfg.timestep_scale).to(hidden.dtype)
+        noisy = (~clean).repeat_interleave(grid[1] * grid[2], dim=1)
+        hidden = hidden + torch.where(noisy[..., None], temb[:, None, :], torch.zeros_like(temb[:, None, :]))
+        lengths = (token_ids >= 0).sum(dim=1)
+        fps_rows = _fps_rows(fps, b)
+        positions = torch.stack(
+            [vision_positions(cfg, int(n), grid, f, x.device) for n, f in zip(lengths.tolist(), fps_rows)]
+        )
+        cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
+        inputs = GenStackInputs(latent_in, sigma, token_ids, cos, sin, grid, clean, transformer_options or {})
+        return inputs, hidden
+
+    # ---------------------------------------------------------------- step 2
+    def call_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
+        """The seam a step cache wraps; hosts override it to dispatch through their wrapper mechanism."""
+        return self.run_gen_stack(hidden, inputs)
+
+    def run_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
+        """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``."""
+        text = self.text_kv(inputs.token_ids, hidden.dtype, inputs.transformer_options)
+        mask = None
+        if text.mask is not None:
+            gen_keys = torch.ones(*text.mask.shape[:-1], hidden.shape[1], dtype=torch.bool, device=hidden.device)
+            mask = torch.cat((text.mask, gen_keys), dim=-1)
+        for layer, (k, v) in zip(self.layers, text.layers):
+            hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, mask, self.attention)
+        return hidden
+
+    def text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype, transformer_options: dict | None = None) -> TextKV:
+        """Per-layer text keys/values for a padded prompt batch, from the run's cache when one is provided."""
+        cache: TextKVCache | None = (transformer_options or {}).get(TEXT_KV_CACHE_KEY)
+        key = TextKVCache.key(token_ids, dtype) if cache is not None else None
+        entry = cache.get(key) if cache is not None else None
+        if entry is None:
+            entry = self.compute_text_kv(token_ids, dtype)
+            if cache is not None:
+                cache.put(key, entry)
+        return entry
+
+    def compute_text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype) -> TextKV:
+        """Run the text pathway (causal attention over the prompt) and collect each layer's keys/values."""
+        lengths = (token_ids >= 0).sum(dim=1)
+        und = self.embed_tokens(token_ids.clamp(min=0)).to(dtype)
+        positions = text_positions(token_ids.shape[1], token_ids.device)
+        cos, sin = rope_cos_sin(self.config, positions.unsqueeze(0), dtype)
+        kv, last = [], len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            und, layer_kv = layer.text_step(und, cos, sin, self.attention, advance=i < last)
+            kv.append(layer_kv)
+        padded = bool((lengths < token_ids.shape[1]).any())
+        mask = None
+        if padded:
+            mask = (torch.arange(token_ids.shape[1], device=token_ids.device)[None] < lengths[:, None])[:, None, None]
+        return TextKV(kv, lengths, mask)
+
+    # ---------------------------------------------------------------- step 3
+    def finish(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
+        """Velocity from the stack output: final norm, projection, unpatchify, zero on conditioned frames."""
+        out = self.proj_out(self.norm_moe_gen(hidden))
+        _, _, _, hgt, wid = inputs.latent.shape
+        v = unpatchify(out, inputs.grid, self.config.latent_patch_size, self.config.latent_channel, (hgt, wid))
+        clean = inputs.frame_is_clean[:, None, :, None, None]
+        return torch.where(clean, torch.zeros((), dtype=v.dtype, device=v.device), v)
+
+
+def patchify(x: torch.Tensor, p: int) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """[B, C, T, H, W] -> tokens [B, T*H'*W', p*p*C] (features ordered (ph, pw, c)); odd sizes are zero-padded."""
+    b, c, t, h, w = x.shape
+    x = F.pad(x, (0, (-w) % p, 0, (-h) % p))
+    hp, wp = x.shape[3] // p, x.shape[4] // p
+    x = x.reshape(b, c, t, hp, p, wp, p).permute(0, 2, 3, 5, 4, 6, 1)
+    return x.reshape(b, t * hp * wp, p * p * c), (t, hp, wp)
+
+
+def unpatchify(tokens: torch.Tensor, grid, p: int, channels: int, size: tuple[int, int]) -> torch.Tensor:
+    """Inverse of :func:`patchify`, cropping the padding back to ``size`` (H, W)."""
+    b, (t, hp, wp) = tokens.shape[0], grid
+    x = tokens.reshape(b, t, hp, wp, p, p, channels).permute(0, 6, 1, 2, 4, 3, 5)
+    return x.reshape(b, channels, t, hp * p, wp * p)[:, :, :, : size[0], : size[1]]
+
+
+def _batch_rows(t: torch.Tensor, batch: int) -> torch.Tensor:
+    """Repeat a per-item tensor whose batch divides ``batch`` (ComfyUI may batch conds of repeated items)."""
+    if t.shape[0] == batch:
+        return t
+    if batch % t.shape[0]:
+        raise ValueError(f"Cannot match a batch of {t.shape[0]} to {batch} latent items.")
+    return t.repeat(batch // t.shape[0], *([1] * (t.ndim - 1)))
+
+
+def _fps_rows(fps, batch: int) -> list[float | None]:
+    """fps per item as Python floats (None: no fps modulation)."""
+    if fps is None:
+        return [None] * batch
+    rows = [float(v) for v in fps.reshape(-1).tolist()] if isinstance(fps, torch.Tensor) else [float(fps)]
+    return rows if len(rows) == batch else (rows * batch)[:batch]

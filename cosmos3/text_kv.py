@@ -1,0 +1,59 @@
+"""Per-run cache of the text pathway's per-layer keys/values.
+
+The text (understanding) pathway of Cosmos3 never reads generator tokens, so for a given prompt its keys and
+values at every layer are the same on every denoising step. Computing them once per prompt and sampling run
+removes the whole text pathway from all later steps. The cache belongs to one run: the host creates it when
+sampling starts and clears it when sampling ends, so patched weights (LoRA) can never meet stale entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+TEXT_KV_CACHE_KEY = "cosmos3_text_kv_cache"
+
+
+@dataclass
+class TextKV:
+    """Keys/values of every layer for a padded batch of prompts, and the key mask of the padding."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    lengths: torch.Tensor  # [B] real prompt lengths
+    mask: torch.Tensor | None  # [B, 1, 1, L_max] True where a text key is real; None when nothing is padded
+
+
+class TextKVCache:
+    """Maps a batch of prompts (token ids, dtype, device) to its :class:`TextKV`; counts hits and misses."""
+
+    def __init__(self):
+        self._entries: dict[tuple, TextKV] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(token_ids: torch.Tensor, dtype: torch.dtype) -> tuple:
+        """Cache key of a padded token batch for a compute dtype on its device."""
+        ids = token_ids.detach().to("cpu", torch.int64)
+        return tuple(ids.shape), tuple(ids.flatten().tolist()), dtype, str(token_ids.device)
+
+    def get(self, key: tuple) -> TextKV | None:
+        """The cached entry or None, counting the look-up."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return entry
+
+    def put(self, key: tuple, entry: TextKV) -> None:
+        """Store an entry for the rest of the run."""
+        self._entries[key] = entry
+
+    def clear(self) -> None:
+        """Free every entry (end of the run)."""
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,71 @@
+"""Helpers that drive diffusers' reference Cosmos3 transformer the way its pipeline does (tests only)."""
+
+from __future__ import annotations
+
+import torch
+
+TINY = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    intermediate_size=96,
+    vocab_size=512,
+    rope_axes_dim=[6, 5, 5],
+)
+
+
+def reference_model(seed: int = 0, **overrides):
+    """A tiny random diffusers ``Cosmos3OmniTransformer`` in float32 with non-trivial norm weights and biases."""
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
+
+    torch.manual_seed(seed)
+    model = Cosmos3OmniTransformer(**{**TINY, **overrides}).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or "norm" in name.split(".")[-2]:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.05 * torch.randn_like(p))
+    return model
+
+
+def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frames=()):
+    """Velocity [1, C, T, H, W] of one item exactly as the pipeline requests it (batch 1, packed sequence)."""
+    from diffusers.pipelines.cosmos.pipeline_cosmos3_omni import (
+        get_3d_mrope_ids_text_tokens,
+        get_3d_mrope_ids_vae_tokens,
+    )
+
+    cfg = model.config
+    _, _, t, h, w = latent.shape
+    p = cfg.latent_patch_size
+    ph, pw = -(-h // p), -(-w // p)
+    und_len = len(token_ids)
+    text_ids, next_offset = get_3d_mrope_ids_text_tokens(und_len, 0, use_float_positions=cfg.enable_fps_modulation)
+    offset = next_offset + cfg.unified_3d_mrope_temporal_modality_margin
+    vision_ids, _ = get_3d_mrope_ids_vae_tokens(
+        t, ph, pw, offset, reset_spatial_indices=cfg.unified_3d_mrope_reset_spatial_ids,
+        fps=fps if cfg.enable_fps_modulation else None, base_fps=float(cfg.base_fps), temporal_compression_factor=4,
+    )
+    noisy = torch.tensor([i for i in range(t) if i not in set(clean_frames)], dtype=torch.long)
+    stride = ph * pw
+    mse = torch.cat([torch.arange(und_len + i * stride, und_len + (i + 1) * stride) for i in noisy.tolist()])
+    n_vision = t * stride
+    with torch.no_grad():
+        preds, _, _ = model(
+            input_ids=torch.tensor(token_ids, dtype=torch.long),
+            text_indexes=torch.arange(und_len),
+            position_ids=torch.cat([text_ids, vision_ids], dim=1),
+            und_len=und_len,
+            sequence_length=und_len + n_vision,
+            vision_tokens=[latent],
+            vision_token_shapes=[(t, ph, pw)],
+            vision_sequence_indexes=torch.arange(und_len, und_len + n_vision),
+            vision_mse_loss_indexes=mse,
+            vision_timesteps=torch.full((len(noisy) * stride,), float(timestep)),
+            vision_noisy_frame_indexes=[noisy],
+            return_dict=False,
+        )
+    return preds[0]
