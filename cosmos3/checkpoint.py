@@ -78,9 +78,11 @@ def read_config(path: str, keys_and_shapes: dict[str, tuple] | None = None) -> C
 
 
 def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
-    """Derive the architecture of a merged single-file checkpoint from its weight shapes."""
+    """Derive the architecture of a merged single-file checkpoint from its weight shapes. The mRoPE split is
+    not visible in weights: it keeps Nano's proportions (24/20/20 of 64 frequency pairs)."""
     require_cosmos3_keys(shapes, "this file")
     head_dim = shapes["layers.0.self_attn.norm_added_q.weight"][0]
+    spatial = round(head_dim / 2 * 20 / 64)
     hidden = shapes["proj_in.weight"][0]
     layers = 1 + max(int(k.split(".")[1]) for k in shapes if k.startswith("layers."))
     patch_dim = shapes["proj_in.weight"][1]
@@ -96,6 +98,7 @@ def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
         latent_channel=patch_dim // 4,
         patch_latent_dim=patch_dim,
         qk_norm_for_text="layers.0.self_attn.norm_q.weight" in shapes,
+        rope_axes_dim=(head_dim // 2 - 2 * spatial, spatial, spatial),
     )
 
 
