@@ -1,0 +1,27 @@
+"""SeaCache core: the spectral-evolution-aware step cache, independent of ComfyUI (torch and stdlib only).
+
+See docs/seacache-spec.md for the contract this package implements.
+"""
+
+from .config import SeaCacheConfig
+from .distance import rel_l1
+from .extrapolate import ResidualHistory, extrapolate_residual
+from .gate import Decision, SeaCacheGate
+from .replay import replay
+from .sea_filter import GainCache, sea_filter, sea_gain
+from .stats import RunStats, StepRecord
+
+__all__ = [
+    "Decision",
+    "GainCache",
+    "ResidualHistory",
+    "RunStats",
+    "SeaCacheConfig",
+    "SeaCacheGate",
+    "StepRecord",
+    "extrapolate_residual",
+    "rel_l1",
+    "replay",
+    "sea_filter",
+    "sea_gain",
+]

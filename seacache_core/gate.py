@@ -1,0 +1,286 @@
+"""The SeaCache gate: per-run decision, prediction and bookkeeping for each gated transformer call."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .branch import NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason, relation
+from .config import SeaCacheConfig
+from .distance import item_distances
+from .extrapolate import ResidualHistory
+from .sea_filter import GainCache, sea_filter_float32
+from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
+
+
+@dataclass
+class Decision:
+    """The verdict of `SeaCacheGate.decide` for one call.
+
+    `reuse` is True only when every branch may reuse. `reason` says why the call computes: a forced reason
+    (warmup, end, reset, max_consecutive, no_history, window, off_schedule, repeat) or "threshold"; None on
+    reuse. `distance` and `accumulated` are maxima over the branches (None where none was evaluated).
+    `branches` holds the per-branch plans that `commit` applies.
+    """
+
+    reuse: bool
+    reason: str | None
+    distance: float | None
+    accumulated: float | None
+    step: int | None
+    sigma: float
+    branches: tuple[BranchPlan, ...] = field(default=(), repr=False)
+    latent_dtype: torch.dtype | None = field(default=None, repr=False)
+
+    @property
+    def batch(self) -> int:
+        """Number of batch items the call holds."""
+        return sum(len(plan.items) for plan in self.branches)
+
+
+def _group(keys: Sequence[Hashable]) -> dict[Hashable, tuple[int, ...]]:
+    """Item indices of each branch key, in order of first appearance."""
+    groups: dict[Hashable, list[int]] = {}
+    for index, key in enumerate(keys):
+        groups.setdefault(key, []).append(index)
+    return {key: tuple(items) for key, items in groups.items()}
+
+
+def _select(tensor: torch.Tensor, items: tuple[int, ...]) -> torch.Tensor:
+    """The rows `items` of `tensor`; the tensor itself when they are all of it (no copy)."""
+    if items == tuple(range(tensor.shape[0])):
+        return tensor
+    return tensor.index_select(0, torch.tensor(items, device=tensor.device))
+
+
+def _max(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+class SeaCacheGate:
+    """Per-run SeaCache gate, called once per gated transformer call: `decide`, then `predict` on a reuse
+    decision, then `commit` after the call finished.
+
+    State is kept per branch key so that cond and uncond (separate calls or batched in one call) are gated
+    independently; a call reuses only if all its branches may. Use one gate per sampling run (or call `reset()`
+    between runs: the statistics cover everything committed since). The public entry points are excluded
+    from `torch.compile` tracing.
+    """
+
+    def __init__(self, config: SeaCacheConfig | None = None) -> None:
+        self.config = config if config is not None else SeaCacheConfig()
+        self.gains = GainCache()
+        self._states: dict[Hashable, BranchState] = {}
+        self._stats = RunStats()
+        self._pending: Decision | None = None
+
+    @property
+    def stats(self) -> RunStats:
+        """Records of every committed call of this run."""
+        return self._stats
+
+    def branch_state(self, key: Hashable) -> BranchState | None:
+        """The state of one branch (for inspection and tests), None if the branch has not been seen."""
+        return self._states.get(key)
+
+    def _indicator(self, latent: torch.Tensor, sigma: float) -> torch.Tensor:
+        if latent.ndim == 5:
+            frames, dims = latent.shape[2], (-3, -2, -1)
+        elif latent.ndim == 4:
+            frames, dims = 1, (-2, -1)
+        else:
+            raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
+        power = self.config.resolve_power(frames)
+        with torch.no_grad():
+            return sea_filter_float32(latent, sigma, power, dims, self.gains)
+
+    def _distances(
+        self, keys: list[Hashable], indicators: dict[Hashable, torch.Tensor], dtype: torch.dtype
+    ) -> dict[Hashable, float]:
+        """Distance of each branch in `keys` to its previous indicator, synced to the host in one transfer."""
+        distances: dict[Hashable, float] = {}
+        pending: dict[Hashable, torch.Tensor] = {}
+        for key in keys:
+            state = self._states[key]
+            if state.indicator_dtype != dtype:
+                distances[key] = float("inf")
+            else:
+                pending[key] = item_distances(indicators[key], state.indicator).mean()
+        if pending:
+            distances.update(zip(pending, torch.stack(list(pending.values())).tolist()))
+        return distances
+
+    def _plans(
+        self,
+        groups: dict[Hashable, tuple[int, ...]],
+        latent: torch.Tensor,
+        sigma: float,
+        step: int,
+        num_steps: int,
+        reuse_allowed: bool,
+    ) -> list[BranchPlan]:
+        """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
+        kinds = {key: relation(self._states.get(key), step, sigma) for key in groups}
+        active = [key for key in groups if kinds[key] != REPEAT]
+        indicators = {}
+        if active:
+            filtered = self._indicator(latent, sigma)
+            indicators = {key: _select(filtered, groups[key]) for key in active}
+        distances = self._distances([key for key in active if kinds[key] == NEXT], indicators, latent.dtype)
+        plans = []
+        for key, items in groups.items():
+            if kinds[key] == REPEAT:
+                plans.append(BranchPlan(key, items, frozen=True, reason="repeat"))
+                continue
+            state = self._states.get(key)
+            reason = forced_reason(self.config, state, kinds[key], step, num_steps, reuse_allowed)
+            accumulated = None
+            if reason is None:
+                accumulated = state.acc + distances[key]
+                reason = None if accumulated < self.config.threshold else "threshold"
+            plans.append(
+                BranchPlan(
+                    key,
+                    items,
+                    frozen=False,
+                    reason=reason,
+                    reset=kinds[key] == RESET,
+                    distance=distances.get(key),
+                    accumulated=accumulated,
+                    indicator=indicators[key],
+                )
+            )
+        return plans
+
+    @torch.compiler.disable
+    def decide(
+        self,
+        keys: Sequence[Hashable],
+        latent: torch.Tensor,
+        sigma: float,
+        step: int | None,
+        num_steps: int,
+        reuse_allowed: bool = True,
+    ) -> Decision:
+        """Decide whether this call may skip the stack; changes no state until `commit`.
+
+        `keys` names the branch of each batch item of `latent` ([B, C, T, H, W] or [B, C, H, W]); `sigma` is a
+        Python float; `step` is the 0-based index of `sigma` in the run's schedule of `num_steps` steps, or
+        None for an evaluation off the schedule (forced compute, state untouched). `reuse_allowed=False` forces
+        a compute (reason "window").
+        """
+        keys = list(keys)
+        if len(keys) != latent.shape[0]:
+            raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")
+        sigma = float(sigma)
+        groups = _group(keys)
+        if step is None:
+            plans = [BranchPlan(key, items, frozen=True, reason="off_schedule") for key, items in groups.items()]
+        else:
+            if not 0 <= step < num_steps:
+                raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
+            plans = self._plans(groups, latent, sigma, step, num_steps, reuse_allowed)
+        reuse = all(not plan.frozen and plan.reason is None for plan in plans)
+        forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
+        reason = None if reuse else (forced[0] if forced else "threshold")
+        decision = Decision(
+            reuse,
+            reason,
+            _max(plan.distance for plan in plans),
+            _max(plan.accumulated for plan in plans),
+            step,
+            sigma,
+            tuple(plans),
+            latent.dtype,
+        )
+        self._pending = decision
+        return decision
+
+    def _check_pending(self, decision: Decision) -> None:
+        if decision is not self._pending:
+            raise RuntimeError("predict()/commit() must use the latest decision of decide(), committed once")
+
+    @torch.compiler.disable
+    def predict(self, decision: Decision, like: torch.Tensor) -> torch.Tensor | None:
+        """Extrapolated stack residual for every item of a reuse decision, stacked in item order, on `like`'s
+        device and dtype (`like` is the stack input [B, ...]). None when some branch's history does not fit
+        `like`; the caller then computes and commits the residual (recorded as a "fallback" compute).
+        """
+        self._check_pending(decision)
+        if not decision.reuse:
+            raise ValueError(f"predict() needs a reuse decision, this call computes ({decision.reason})")
+        if like.shape[0] != decision.batch:
+            raise ValueError(f"like has batch {like.shape[0]}, the decision {decision.batch}")
+        parts = []
+        for plan in decision.branches:
+            predicted = self._states[plan.key].history.predict(decision.step, like.device, like.dtype)
+            if predicted.shape != (len(plan.items), *like.shape[1:]):
+                return None
+            parts.append((plan.items, predicted))
+        if len(parts) == 1:
+            return parts[0][1]
+        out = like.new_empty(like.shape)
+        for items, predicted in parts:
+            out[torch.tensor(items, device=like.device)] = predicted
+        return out
+
+    @torch.compiler.disable
+    def commit(self, decision: Decision, residual: torch.Tensor | None = None) -> None:
+        """Finish a call: update the branch states and append its statistics record.
+
+        Pass the stack residual [B, ...] (stack_out - stack_in) when the stack ran, nothing when the predicted
+        residual was applied. A residual on a reuse decision means prediction failed and the call was computed
+        ("fallback"). Off-schedule and repeated evaluations record nothing in the branch states. The history
+        keeps a reference to the residual (no copy when one branch holds the whole batch): do not modify it in
+        place afterwards.
+        """
+        self._check_pending(decision)
+        computed = residual is not None or not decision.reuse
+        active = [plan for plan in decision.branches if not plan.frozen]
+        if computed and active and residual is None:
+            raise ValueError(f"a computed call must commit its stack residual (reason {decision.reason})")
+        if residual is not None and residual.shape[0] != decision.batch:
+            raise ValueError(f"residual has batch {residual.shape[0]}, the decision {decision.batch}")
+        self._pending = None
+        for plan in active:
+            state = self._states.get(plan.key)
+            if state is None:
+                state = BranchState(ResidualHistory(self.config.order, self.config.residual_device))
+                self._states[plan.key] = state
+            if plan.reset:
+                state.history.clear()
+            state.indicator = plan.indicator
+            state.indicator_dtype = decision.latent_dtype
+            state.last_step, state.last_sigma = decision.step, decision.sigma
+            if computed:
+                state.acc, state.consecutive = 0.0, 0
+                state.history.append(decision.step, _select(residual, plan.items))
+            else:
+                state.acc, state.consecutive = plan.accumulated, state.consecutive + 1
+        if not computed:
+            kind, reason = REUSED, None
+        elif decision.reuse:
+            kind, reason = COMPUTED, "fallback"
+        else:
+            kind, reason = (COMPUTED if decision.reason == "threshold" else FORCED), decision.reason
+        branches = {
+            str(plan.key): {"reason": plan.reason, "distance": plan.distance, "accumulated": plan.accumulated}
+            for plan in decision.branches
+        }
+        self._stats.append(
+            StepRecord(decision.step, decision.sigma, decision.distance, decision.accumulated, kind, reason, branches)
+        )
+
+    def release(self) -> None:
+        """Free every indicator, residual and cached gain (end of run); the statistics stay readable."""
+        self._states.clear()
+        self.gains.clear()
+        self._pending = None
+
+    def reset(self) -> None:
+        """Release everything and start fresh statistics, ready for a new run."""
+        self.release()
+        self._stats = RunStats()

@@ -1,0 +1,147 @@
+"""The SEA filter (spec section 1): a Wiener low-pass that keeps what a noisy latent holds of its clean content."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import torch
+
+SIGMA_MIN = 1e-6
+_EPS = 1e-16
+
+
+def _clamp_sigma(sigma: float) -> float:
+    sigma = float(sigma)
+    if not math.isfinite(sigma):
+        raise ValueError(f"sigma must be finite, got {sigma!r}")
+    return min(max(sigma, SIGMA_MIN), 1.0 - SIGMA_MIN)
+
+
+def _axis_gains(shape: Sequence[int], sigma: float, power: float) -> list[torch.Tensor]:
+    """Per-axis Wiener gains (float64), each divided by its own mean so that their product has mean 1."""
+    if not shape or any(int(n) < 1 for n in shape):
+        raise ValueError(f"shape must be a non-empty sequence of positive lengths, got {tuple(shape)!r}")
+    if not math.isfinite(power) or power <= 0:
+        raise ValueError(f"power must be a finite number > 0, got {power!r}")
+    b = _clamp_sigma(sigma)
+    a = 1.0 - b
+    gains = []
+    for n in shape:
+        prior = 1.0 / (torch.fft.fftfreq(int(n), dtype=torch.float64).abs() ** power + _EPS)
+        gain = a * prior / (a * a * prior + b * b + _EPS)
+        gains.append(gain / gain.mean())
+    return gains
+
+
+def _outer(factors: Sequence[torch.Tensor], device) -> torch.Tensor:
+    """Separable product of 1-D factors as a float32 grid on `device`."""
+    grid = factors[0]
+    for factor in factors[1:]:
+        grid = grid.unsqueeze(-1) * factor
+    return grid.to(device=device, dtype=torch.float32)
+
+
+def sea_gain(shape: Sequence[int], sigma: float, power: float, device=None) -> torch.Tensor:
+    """Full SEA gain H over axes of lengths `shape` (FFT frequency order), float32, mean 1.
+
+    The gain depends only on (shape, sigma, power), which is why it can be built once per step and shared by
+    every batch item and channel.
+    """
+    return _outer(_axis_gains(shape, sigma, power), device)
+
+
+def _rfft_gain(shape: Sequence[int], sigma: float, power: float, device) -> torch.Tensor:
+    """The part of `sea_gain` that multiplies an rfftn spectrum: the last axis keeps its first n // 2 + 1 bins.
+
+    Exact because every factor is even in f, so the dropped bins mirror the kept ones.
+    """
+    factors = _axis_gains(shape, sigma, power)
+    factors[-1] = factors[-1][: int(shape[-1]) // 2 + 1]
+    return _outer(factors, device)
+
+
+class GainCache:
+    """Per-run cache of rfft gains keyed by (filtered shape, sigma, power, device).
+
+    `builds` counts the gains actually built, so a test or benchmark can show that a step builds its gain once
+    whatever the batch size. Only the `max_entries` most recently used gains are kept (a run needs one per step).
+    """
+
+    def __init__(self, max_entries: int = 4) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries!r}")
+        self.max_entries = max_entries
+        self.builds = 0
+        self._gains: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+
+    def rfft_gain(self, shape: Sequence[int], sigma: float, power: float, device) -> torch.Tensor:
+        """The rfft half of the gain for these axis lengths, built on first use and then served from the cache."""
+        key = (tuple(int(n) for n in shape), float(sigma), float(power), torch.device(device))
+        gain = self._gains.get(key)
+        if gain is None:
+            gain = _rfft_gain(*key)
+            self.builds += 1
+            self._gains[key] = gain
+            while len(self._gains) > self.max_entries:
+                self._gains.popitem(last=False)
+        else:
+            self._gains.move_to_end(key)
+        return gain
+
+    def clear(self) -> None:
+        """Drop every cached gain (the build count is kept)."""
+        self._gains.clear()
+
+
+def _filter_axes(ndim: int, dims: Sequence[int]) -> list[int]:
+    axes = []
+    for d in dims:
+        if not -ndim <= d < ndim:
+            raise ValueError(f"dims {tuple(dims)!r} out of range for a {ndim}-D latent")
+        axes.append(d % ndim)
+    if not axes or len(set(axes)) != len(axes):
+        raise ValueError(f"dims must name distinct axes, got {tuple(dims)!r}")
+    return sorted(axes)
+
+
+def sea_filter_float32(
+    latent: torch.Tensor,
+    sigma: float,
+    power: float = 3.0,
+    dims: Sequence[int] = (-3, -2, -1),
+    cache: GainCache | None = None,
+) -> torch.Tensor:
+    """SEA-filtered `latent` in float32 (the gate keeps indicators at this precision whatever the model dtype).
+
+    One rfftn/irfftn pair over `dims` for the whole tensor; every other axis (batch, channels) is filtered
+    independently with the same gain.
+    """
+    axes = _filter_axes(latent.ndim, dims)
+    lengths = [latent.shape[a] for a in axes]
+    if cache is None:
+        gain = _rfft_gain(lengths, sigma, power, latent.device)
+    else:
+        gain = cache.rfft_gain(lengths, sigma, power, latent.device)
+    view = [1] * latent.ndim
+    for axis, size in zip(axes, gain.shape):
+        view[axis] = size
+    spectrum = torch.fft.rfftn(latent.float(), dim=axes)
+    spectrum.mul_(gain.view(view))
+    return torch.fft.irfftn(spectrum, s=lengths, dim=axes)
+
+
+def sea_filter(
+    latent: torch.Tensor,
+    sigma: float,
+    power: float = 3.0,
+    dims: Sequence[int] = (-3, -2, -1),
+    cache: GainCache | None = None,
+) -> torch.Tensor:
+    """SEA-filter `latent` over the axes `dims` (time, height, width); same shape and dtype as `latent`.
+
+    The FFT runs in float32 whatever the input dtype; channels are never filtered. Pass a `GainCache` to reuse
+    the gain across calls at the same sigma.
+    """
+    return sea_filter_float32(latent, sigma, power, dims, cache).to(latent.dtype)

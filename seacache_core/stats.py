@@ -1,0 +1,94 @@
+"""Honest per-run statistics of the gate (spec section 4): one record per gated call."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+COMPUTED = "computed"
+REUSED = "reused"
+FORCED = "forced"
+_LETTERS = {FORCED: "F", COMPUTED: "C", REUSED: "R"}
+
+
+@dataclass
+class StepRecord:
+    """One gated call.
+
+    `decision` is "reused" (the predicted residual was applied), "computed" (the stack ran because the
+    accumulated distance reached the threshold, reason "threshold", or prediction failed, reason "fallback")
+    or "forced" (the stack had to run; `reason` says why). `distance` and `accumulated` are the maxima over
+    the call's branches (None where no branch evaluated them); `branches` maps each branch key (as str) to its
+    own reason, distance and accumulated value.
+    """
+
+    step: int | None
+    sigma: float
+    distance: float | None
+    accumulated: float | None
+    decision: str
+    reason: str | None
+    branches: dict[str, dict] = field(default_factory=dict)
+
+
+def _json_safe(value):
+    """Non-finite floats become None so the dict is strict JSON (a browser's JSON.parse rejects Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class RunStats:
+    """Records of one run, with the counts and the stack-level speedup estimate derived from them."""
+
+    records: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        """Number of gated calls."""
+        return len(self.records)
+
+    @property
+    def reused(self) -> int:
+        """Calls whose stack was skipped and replaced by the predicted residual."""
+        return sum(r.decision == REUSED for r in self.records)
+
+    @property
+    def full(self) -> int:
+        """Calls that ran the stack (computed or forced); full + reused == calls."""
+        return self.calls - self.reused
+
+    @property
+    def speedup(self) -> float:
+        """Estimated stack speedup calls / full (1.0 when nothing ran)."""
+        return self.calls / self.full if self.full else 1.0
+
+    def append(self, record: StepRecord) -> None:
+        """Add the record of one finished call."""
+        self.records.append(record)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form (non-finite distances become None)."""
+        return {
+            "calls": self.calls,
+            "full": self.full,
+            "reused": self.reused,
+            "speedup": self.speedup,
+            "records": [_json_safe(asdict(r)) for r in self.records],
+        }
+
+    def summary(self) -> str:
+        """A few lines for a log or a node's text output: counts, speedup, forced reasons and a timeline."""
+        forced = Counter(r.reason for r in self.records if r.decision == FORCED)
+        lines = [
+            f"SeaCache: {self.calls} calls, {self.full} full, {self.reused} reused, "
+            f"estimated stack speedup {self.speedup:.2f}x",
+            "forced: " + (", ".join(f"{reason} {n}" for reason, n in forced.items()) or "none"),
+            "timeline (F forced, C computed, R reused): "
+            + " ".join(_LETTERS[r.decision] for r in self.records),
+        ]
+        return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Residual extrapolation and its bounded history (spec section 3)."""
+
+import pytest
+import torch
+
+from seacache_core import ResidualHistory, extrapolate_residual
+
+
+def _poly(coeffs, s):
+    return sum(c * float(s) ** j for j, c in enumerate(coeffs))
+
+
+def _coeffs(degree, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(3, 4, generator=g) for _ in range(degree + 1)]
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("steps", [(3, 5, 6), (0, 1, 2), (10, 12, 17)])
+def test_exact_for_polynomials_up_to_order(order, steps):
+    target = steps[-1] + 2
+    for degree in range(order + 1):
+        coeffs = _coeffs(degree, seed=degree)
+        history = [(s, _poly(coeffs, s)) for s in steps]
+        got = extrapolate_residual(history, target, order)
+        torch.testing.assert_close(got, _poly(coeffs, target), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_not_exact_for_degree_above_order(order):
+    coeffs = _coeffs(order + 1, seed=7)
+    history = [(s, _poly(coeffs, s)) for s in (3, 5, 6)]
+    got = extrapolate_residual(history, 8, order)
+    err = (got - _poly(coeffs, 8)).abs().max()
+    assert err > 0.1 * coeffs[-1].abs().max()
+
+
+def test_order_one_formula():
+    r0, r1 = torch.randn(5), torch.randn(5)
+    got = extrapolate_residual([(2, r0), (4, r1)], 7, 1)
+    torch.testing.assert_close(got, r1 + (r1 - r0) * (7 - 4) / (4 - 2))
+
+
+def test_fewer_records_use_highest_order_they_allow():
+    coeffs = _coeffs(1)
+    history = [(s, _poly(coeffs, s)) for s in (4, 6)]
+    torch.testing.assert_close(extrapolate_residual(history, 9, 2), _poly(coeffs, 9), rtol=1e-5, atol=1e-4)
+    single = torch.randn(3)
+    assert torch.equal(extrapolate_residual([(4, single)], 9, 2), single)
+
+
+def test_zero_denominator_falls_back_to_last():
+    r0, r1 = torch.randn(4), torch.randn(4)
+    assert torch.equal(extrapolate_residual([(3, r0), (3, r1)], 5, 1), r1)
+    assert torch.equal(extrapolate_residual([(1, r0), (3, r0), (3, r1)], 5, 2), r1)
+
+
+def test_float32_arithmetic_returned_in_residual_dtype():
+    r0, r1 = torch.randn(64).bfloat16(), torch.randn(64).bfloat16()
+    got = extrapolate_residual([(0, r0), (1, r1)], 2, 1)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, (2 * r1.float() - r0.float()).bfloat16())
+
+
+def test_empty_history_raises():
+    with pytest.raises(ValueError):
+        extrapolate_residual([], 3, 1)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_history_bounded_to_order_plus_one(order):
+    history = ResidualHistory(order)
+    for step in range(10):
+        history.append(step, torch.full((2,), float(step)))
+        assert len(history) <= order + 1
+    assert [s for s, _ in history.records] == list(range(10 - order - 1, 10))
+    history.clear()
+    assert len(history) == 0
+
+
+def test_history_drops_records_of_another_shape():
+    history = ResidualHistory(2)
+    history.append(0, torch.zeros(2, 3))
+    history.append(1, torch.zeros(2, 3))
+    history.append(2, torch.zeros(4, 3))
+    assert [s for s, _ in history.records] == [2]
+
+
+def test_history_cpu_storage_and_predict_dtype():
+    history = ResidualHistory(1, storage="cpu")
+    history.append(0, torch.zeros(3, dtype=torch.bfloat16))
+    history.append(1, torch.ones(3, dtype=torch.bfloat16))
+    assert all(r.device.type == "cpu" and r.dtype == torch.bfloat16 for _, r in history.records)
+    got = history.predict(3, "cpu", torch.float64)
+    assert got.dtype == torch.float64 and torch.equal(got, torch.full((3,), 3.0, dtype=torch.float64))
+
+
+def test_history_predict_never_returns_a_stored_tensor():
+    history = ResidualHistory(0)
+    history.append(0, torch.ones(3))
+    got = history.predict(1, "cpu", torch.float32)
+    got.mul_(5)
+    assert torch.equal(history.records[0][1], torch.ones(3))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_history_cpu_offload_from_cuda():
+    history = ResidualHistory(1, storage="cpu")
+    history.append(0, torch.zeros(3, device="cuda"))
+    history.append(1, torch.ones(3, device="cuda"))
+    assert all(r.device.type == "cpu" for _, r in history.records)
+    got = history.predict(2, torch.device("cuda"), torch.float16)
+    assert got.device.type == "cuda" and got.dtype == torch.float16
+    assert torch.equal(got.cpu(), torch.full((3,), 2.0, dtype=torch.float16))

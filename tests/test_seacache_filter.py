@@ -1,0 +1,140 @@
+"""SEA filter and gain (spec section 1)."""
+
+import pytest
+import torch
+
+from seacache_core import GainCache, SeaCacheConfig, SeaCacheGate, sea_filter, sea_gain
+
+SHAPES = [(5, 8, 10), (4, 9, 7), (1, 6, 11)]
+SIGMAS = [0.0, 0.05, 0.5, 0.97, 1.0]
+
+
+def _latent(shape=(2, 3, 5, 8, 10), seed=0, dtype=torch.float32):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_filter_keeps_shape_and_dtype(dtype):
+    x = _latent(dtype=dtype)
+    y = sea_filter(x, 0.6)
+    assert y.shape == x.shape and y.dtype == dtype
+    # The FFT runs in float32 on the upcast values: same result as filtering the float32 copy.
+    assert torch.equal(y, sea_filter(x.float(), 0.6).to(dtype))
+    assert not torch.equal(y, x)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("sigma", SIGMAS)
+@pytest.mark.parametrize("power", [2.0, 3.0])
+def test_gain_finite_positive_mean_one(shape, sigma, power):
+    gain = sea_gain(shape, sigma, power)
+    assert gain.dtype == torch.float32 and gain.shape == shape
+    assert torch.isfinite(gain).all() and (gain > 0).all()
+    assert abs(gain.double().mean().item() - 1.0) < 1e-6
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 10, 45, 80])
+@pytest.mark.parametrize("sigma", [0.1, 0.5, 0.9])
+def test_axis_factor_even_and_non_increasing(n, sigma):
+    g = sea_gain((n,), sigma, 3.0)
+    k = torch.arange(n)
+    assert torch.equal(g, g[(n - k) % n])  # even in f
+    order = torch.fft.fftfreq(n).abs().argsort(stable=True)
+    assert (g[order].diff() <= 0).all()  # non-increasing in |f|
+    if n > 2:
+        assert g[0] > g[n // 2]  # strictly low-pass between DC and Nyquist
+
+
+def test_gain_is_separable_and_matches_formula():
+    sigma, p = 0.7, 3.0
+    a, b = 1 - sigma, sigma
+
+    def factor(n):
+        prior = 1 / (torch.fft.fftfreq(n, dtype=torch.float64).abs() ** p + 1e-16)
+        return a * prior / (a * a * prior + b * b + 1e-16)
+
+    expected = factor(5)[:, None, None] * factor(8)[None, :, None] * factor(10)[None, None, :]
+    expected = expected / expected.mean()
+    torch.testing.assert_close(sea_gain((5, 8, 10), sigma, p).double(), expected, rtol=1e-6, atol=0)
+    outer = sea_gain((5,), sigma, p)[:, None, None] * sea_gain((8,), sigma, p)[:, None] * sea_gain((10,), sigma, p)
+    torch.testing.assert_close(sea_gain((5, 8, 10), sigma, p), outer, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 8, 10), (1, 2, 4, 9, 7), (1, 2, 3, 6, 11)])
+def test_rfft_path_matches_full_fft(shape):
+    x = _latent(shape)
+    gain = sea_gain(shape[-3:], 0.4, 3.0)
+    full = torch.fft.ifftn(torch.fft.fftn(x, dim=(-3, -2, -1)) * gain, dim=(-3, -2, -1)).real
+    torch.testing.assert_close(sea_filter(x, 0.4), full, rtol=0, atol=1e-5)
+
+
+def test_filter_is_linear():
+    x, y = _latent(seed=1), _latent(seed=2)
+    a, b = 1.7, -0.3
+    torch.testing.assert_close(
+        sea_filter(a * x + b * y, 0.5), a * sea_filter(x, 0.5) + b * sea_filter(y, 0.5), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_constant_in_constant_out():
+    x = torch.full((1, 2, 5, 8, 10), 3.0)
+    y = sea_filter(x, 0.8)
+    assert torch.allclose(y, y.flatten()[0].expand_as(y), rtol=1e-6, atol=0)
+    assert y.flatten()[0] > 3.0  # the DC gain exceeds the mean gain
+
+
+def test_attenuates_high_frequencies_by_the_gain():
+    n = 8
+    w = torch.arange(n)
+    nyquist = ((-1.0) ** w).expand(1, 1, 1, 1, n)  # a pure Nyquist pattern along W
+    dc = torch.ones(1, 1, 1, 1, n)
+    gain = sea_gain((1, 1, n), 0.5, 3.0)
+    torch.testing.assert_close(sea_filter(nyquist, 0.5), nyquist * gain[0, 0, n // 2], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sea_filter(dc, 0.5), dc * gain[0, 0, 0], rtol=1e-5, atol=1e-6)
+    assert gain[0, 0, n // 2] < gain[0, 0, 0]
+
+
+def test_channels_are_never_mixed():
+    x = _latent()
+    y = x.clone()
+    y[:, 1] += 5.0 * torch.randn_like(y[:, 1])
+    fx, fy = sea_filter(x, 0.5), sea_filter(y, 0.5)
+    assert torch.equal(fx[:, 0], fy[:, 0]) and torch.equal(fx[:, 2], fy[:, 2])
+    assert not torch.allclose(fx[:, 1], fy[:, 1])
+
+
+def test_invalid_dims_and_sigma_raise():
+    x = _latent()
+    with pytest.raises(ValueError, match="dims"):
+        sea_filter(x, 0.5, dims=(-1, 4))
+    with pytest.raises(ValueError, match="dims"):
+        sea_filter(x, 0.5, dims=(-6,))
+    with pytest.raises(ValueError, match="sigma"):
+        sea_filter(x, float("nan"))
+
+
+def test_gain_cache_builds_once_per_shape_and_sigma():
+    cache = GainCache()
+    for batch in (1, 2, 4):
+        sea_filter(_latent((batch, 3, 5, 8, 10)), 0.5, cache=cache)
+    assert cache.builds == 1
+    sea_filter(_latent(), 0.4, cache=cache)
+    sea_filter(_latent((1, 3, 5, 8, 12)), 0.4, cache=cache)
+    assert cache.builds == 3
+    x = _latent()
+    assert torch.equal(sea_filter(x, 0.4, cache=cache), sea_filter(x, 0.4))
+
+
+def test_gate_power_auto_video_3_image_2():
+    gate = SeaCacheGate()
+    video = _latent((1, 3, 5, 8, 10))
+    gate.commit(gate.decide(["v"], video, 0.5, 0, 10), torch.zeros(1, 1))
+    torch.testing.assert_close(gate.branch_state("v").indicator, sea_filter(video, 0.5, power=3.0))
+    assert not torch.allclose(gate.branch_state("v").indicator, sea_filter(video, 0.5, power=2.0))
+    image = _latent((1, 3, 8, 10))
+    gate.commit(gate.decide(["i"], image, 0.5, 0, 10), torch.zeros(1, 1))
+    torch.testing.assert_close(gate.branch_state("i").indicator, sea_filter(image, 0.5, power=2.0, dims=(-2, -1)))
+    one_frame = _latent((1, 3, 1, 8, 10))
+    gate.commit(gate.decide(["f"], one_frame, 0.5, 0, 10), torch.zeros(1, 1))
+    torch.testing.assert_close(gate.branch_state("f").indicator, sea_filter(one_frame, 0.5, power=2.0))
+    assert SeaCacheConfig(power=1.5).resolve_power(5) == 1.5

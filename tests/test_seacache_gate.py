@@ -1,0 +1,379 @@
+"""SeaCacheGate: decisions, prediction, bookkeeping (spec sections 2-4)."""
+
+import json
+
+import pytest
+import torch
+
+from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter
+
+SHAPE = (1, 3, 4, 6, 8)
+
+
+def _noise(shape=SHAPE, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _sigmas(n):
+    """A slice of a schedule with small sigma steps, so the latent drift dominates the distance."""
+    return torch.linspace(0.6, 0.5, n).tolist()
+
+
+def _call(gate, keys, latent, sigma, step, n, residual=None, reuse_allowed=True):
+    """One gated call as the node makes it; returns the decision and whether the prediction was applied."""
+    residual = torch.randn(len(keys), 5) if residual is None else residual
+    decision = gate.decide(keys, latent, sigma, step, n, reuse_allowed)
+    if decision.reuse and gate.predict(decision, residual) is not None:
+        gate.commit(decision)
+        return decision, True
+    gate.commit(decision, residual)
+    return decision, False
+
+
+def _drifting(n, scale=0.01, seed=0):
+    """Latents that change a little from step to step."""
+    base, drift = _noise(seed=seed), _noise(seed=seed + 100)
+    return [base + scale * i * drift for i in range(n)]
+
+
+def _run(config, latents, keys=("c",), sigmas=None):
+    gate = SeaCacheGate(config)
+    n = len(latents)
+    for step, (latent, sigma) in enumerate(zip(latents, sigmas or _sigmas(n))):
+        _call(gate, list(keys), latent, sigma, step, n)
+    return gate
+
+
+def _letters(gate):
+    return "".join({"forced": "F", "computed": "C", "reused": "R"}[r.decision] for r in gate.stats.records)
+
+
+def test_threshold_zero_never_reuses():
+    latents = [_noise()] * 12  # identical latents at one sigma: distance 0
+    gate = _run(SeaCacheConfig(threshold=0.0, max_consecutive=-1), latents, sigmas=[0.5] * 12)
+    assert gate.stats.reused == 0 and gate.stats.full == 12
+    assert [r.reason for r in gate.stats.records[1:-1]] == ["threshold"] * 10
+    assert all(r.distance == 0.0 for r in gate.stats.records[1:])
+
+
+def test_first_and_last_steps_always_computed():
+    gate = _run(SeaCacheConfig(threshold=1e9, max_consecutive=-1, warmup_steps=2, end_steps=3), _drifting(12))
+    reasons = [(r.decision, r.reason) for r in gate.stats.records]
+    assert reasons[:2] == [("forced", "warmup")] * 2
+    assert reasons[-3:] == [("forced", "end")] * 3
+    assert _letters(gate) == "FF" + "R" * 7 + "FFF"
+
+
+def test_equality_at_threshold_computes():
+    # At one sigma, halving the latent halves its indicator exactly: every step has distance exactly 0.5.
+    latents = [_noise() / 2**k for k in range(6)]
+    gate = _run(SeaCacheConfig(threshold=1.0, max_consecutive=-1), latents, sigmas=[0.5] * 6)
+    recs = gate.stats.records
+    assert [r.distance for r in recs[1:]] == [0.5] * 5
+    assert [r.accumulated for r in recs[1:5]] == [0.5, 1.0, 0.5, 1.0]
+    assert [(r.decision, r.reason) for r in recs[1:5]] == [
+        ("reused", None), ("computed", "threshold"), ("reused", None), ("computed", "threshold")]
+    above = _run(SeaCacheConfig(threshold=1.0 + 1e-9, max_consecutive=-1), latents, sigmas=[0.5] * 6)
+    assert _letters(above) == "FRRCRF"  # 1.0 < 1.0 + 1e-9: step 2 reuses, step 3 reaches 1.5
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_consecutive_reuses_never_exceed_cap(cap):
+    gate = _run(SeaCacheConfig(threshold=1e9, max_consecutive=cap), _drifting(20))
+    runs = [len(run) for run in _letters(gate).replace("F", " ").replace("C", " ").split()]
+    assert max(runs) == cap
+    assert all(r.reason == "max_consecutive" for r in gate.stats.records[1:-1] if r.decision != "reused")
+
+
+def test_no_cap_and_zero_cap():
+    assert _letters(_run(SeaCacheConfig(threshold=1e9, max_consecutive=-1), _drifting(12))) == "F" + "R" * 10 + "F"
+    never = _run(SeaCacheConfig(threshold=1e9, max_consecutive=0), _drifting(12))
+    assert never.stats.reused == 0
+    assert {r.reason for r in never.stats.records[1:-1]} == {"max_consecutive"}
+
+
+def test_accumulates_distance_and_resets_on_compute():
+    latents = _drifting(10, scale=0.05)
+    gate = _run(SeaCacheConfig(threshold=0.3, max_consecutive=-1), latents)
+    sig = _sigmas(10)
+    acc = 0.0
+    for step, rec in enumerate(gate.stats.records[1:-1], start=1):
+        d = rel_l1(sea_filter(latents[step], sig[step]), sea_filter(latents[step - 1], sig[step - 1]))
+        assert rec.distance == pytest.approx(d, rel=1e-5)
+        acc += d
+        assert rec.accumulated == pytest.approx(acc, rel=1e-5)
+        assert rec.decision == ("reused" if acc < 0.3 else "computed")
+        if rec.decision == "computed":
+            acc = 0.0
+    assert 0 < gate.stats.reused < 8
+
+
+def test_stats_counts_speedup_and_serialisation():
+    gate = _run(SeaCacheConfig(threshold=1e9), _drifting(11))
+    s = gate.stats
+    assert s.calls == 11 and s.full + s.reused == s.calls
+    assert (s.full, s.reused) == (5, 6)  # F R R F R R F R R F F
+    assert s.speedup == pytest.approx(11 / 5)
+    d = json.loads(json.dumps(s.to_dict(), allow_nan=False))
+    assert d["calls"] == 11 and len(d["records"]) == 11 and d["records"][1]["decision"] == "reused"
+    assert d["records"][1]["branches"]["c"]["reason"] is None
+    text = s.summary()
+    assert "11 calls, 5 full, 6 reused" in text and "2.20x" in text
+    assert text.splitlines()[-1].endswith("F R R F R R F R R F F")
+
+
+def test_branches_batched_equal_separate_calls():
+    """cond and uncond gated in one batched call keep the same per-branch states as in separate calls."""
+    n = 10
+    cond, uncond = _drifting(n, 0.02, seed=1), _drifting(n, 0.05, seed=2)
+    config = SeaCacheConfig(threshold=1e9, max_consecutive=2)
+    batched, separate = SeaCacheGate(config), SeaCacheGate(config)
+    for step, sigma in enumerate(_sigmas(n)):
+        res = torch.randn(2, 5)
+        db, _ = _call(batched, ["c", "u"], torch.cat([cond[step], uncond[step]]), sigma, step, n, res)
+        dc, _ = _call(separate, ["c"], cond[step], sigma, step, n, res[:1])
+        du, _ = _call(separate, ["u"], uncond[step], sigma, step, n, res[1:])
+        assert db.reuse == dc.reuse == du.reuse
+        for key in ("c", "u"):
+            a, b = batched.branch_state(key), separate.branch_state(key)
+            assert (a.consecutive, a.last_step) == (b.consecutive, b.last_step)
+            assert a.acc == pytest.approx(b.acc, rel=1e-6, abs=1e-9)
+            torch.testing.assert_close(a.indicator, b.indicator)
+            assert [s for s, _ in a.history.records] == [s for s, _ in b.history.records]
+            for (_, ra), (_, rb) in zip(a.history.records, b.history.records):
+                assert torch.equal(ra, rb)
+        if step > 0:
+            rb, rc, ru = batched.stats.records[-1], separate.stats.records[-2], separate.stats.records[-1]
+            assert rb.branches["c"]["distance"] == pytest.approx(rc.distance, rel=1e-5)
+            assert rb.branches["u"]["distance"] == pytest.approx(ru.distance, rel=1e-5)
+            assert rb.distance == pytest.approx(max(rc.distance, ru.distance), rel=1e-5)
+            assert rc.distance != pytest.approx(ru.distance, rel=1e-2)
+    assert batched.stats.calls == n and separate.stats.calls == 2 * n
+    assert batched.stats.reused * 2 == separate.stats.reused > 0
+
+
+def test_one_branch_must_compute_whole_call_computes():
+    n = 8
+    still = _noise(seed=3)
+    jumping = [_noise(seed=4) / 2**k for k in range(n)]  # distance 0.5 every step
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.3, max_consecutive=-1))
+    for step in range(3):
+        d, applied = _call(gate, ["c", "u"], torch.cat([still, jumping[step]]), 0.5, step, n)
+    rec = gate.stats.records[-1]
+    assert not applied and rec.decision == "computed" and rec.reason == "threshold"
+    assert rec.branches["c"]["reason"] is None and rec.branches["c"]["distance"] == 0.0
+    assert rec.branches["u"]["reason"] == "threshold" and rec.distance == 0.5
+    assert gate.branch_state("c").acc == 0.0 and gate.branch_state("c").consecutive == 0
+    assert [s for s, _ in gate.branch_state("c").history.records] == [1, 2]
+    # A branch seen for the first time forces the whole call even though "c" alone would reuse.
+    d, applied = _call(gate, ["c", "new"], torch.cat([still, still]), 0.5, 3, n)
+    assert not applied and d.reason == "no_history"
+    assert gate.stats.records[-1].decision == "forced"
+
+
+def test_reuse_window_forces_compute():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    latents, sig = _drifting(6), _sigmas(6)
+    _call(gate, ["c"], latents[0], sig[0], 0, 6)
+    d, applied = _call(gate, ["c"], latents[1], sig[1], 1, 6, reuse_allowed=False)
+    assert not applied and d.reason == "window" and gate.stats.records[-1].decision == "forced"
+    d, applied = _call(gate, ["c"], latents[2], sig[2], 2, 6)
+    assert applied
+
+
+def test_predict_order0_returns_branch_residuals_in_item_order():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, order=0))
+    lat = torch.cat([_noise(seed=1), _noise(seed=2), _noise(seed=1)])
+    keys = ["c", "u", "c"]
+    res = torch.arange(3 * 4, dtype=torch.float32).reshape(3, 4)
+    gate.commit(gate.decide(keys, lat, 0.9, 0, 5), res)
+    d = gate.decide(keys, lat, 0.8, 1, 5)
+    assert d.reuse
+    pred = gate.predict(d, torch.zeros(3, 4, dtype=torch.float64))
+    assert pred.dtype == torch.float64 and torch.equal(pred, res.double())
+    gate.commit(d)
+    assert gate.stats.records[-1].decision == "reused"
+
+
+def test_prediction_extrapolates_recorded_residuals():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, order=1, max_consecutive=-1))
+    lat, sig = _drifting(8), _sigmas(8)
+    base, slope = torch.randn(1, 6), torch.randn(1, 6)
+    for step in range(3):
+        d = gate.decide(["c"], lat[step], sig[step], step, 8, reuse_allowed=step == 2)
+        if d.reuse:
+            pred = gate.predict(d, torch.zeros(1, 6))
+            torch.testing.assert_close(pred, base + 2 * slope)
+            gate.commit(d)
+        else:
+            gate.commit(d, base + step * slope)
+    assert [r.decision for r in gate.stats.records] == ["forced", "forced", "reused"]
+
+
+def test_prediction_fallback_counts_as_computed():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9))
+    lat, sig = _drifting(5), _sigmas(5)
+    gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 5), torch.zeros(1, 4))
+    d = gate.decide(["c"], lat[1], sig[1], 1, 5)
+    assert d.reuse and gate.predict(d, torch.zeros(1, 7)) is None  # stack shape changed
+    gate.commit(d, torch.ones(1, 7))
+    rec = gate.stats.records[-1]
+    assert (rec.decision, rec.reason) == ("computed", "fallback")
+    assert gate.stats.reused == 0 and gate.stats.full == 2
+    state = gate.branch_state("c")
+    assert state.consecutive == 0 and state.acc == 0.0 and [s for s, _ in state.history.records] == [1]
+
+
+def _snapshot(state):
+    return (state.acc, state.consecutive, state.last_step, state.last_sigma, id(state.indicator),
+            [(s, id(r)) for s, r in state.history.records])
+
+
+def test_off_schedule_and_repeat_are_computed_reported_and_leave_state():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    lat, sig = _drifting(8), _sigmas(8)
+    for step in range(3):
+        _call(gate, ["c"], lat[step], sig[step], step, 8)
+    before = _snapshot(gate.branch_state("c"))
+    assert gate.branch_state("c").consecutive == 2
+    d, applied = _call(gate, ["c"], lat[3], 0.5 * (sig[2] + sig[3]), None, 8)
+    assert not applied and (d.reuse, d.reason) == (False, "off_schedule")
+    d, applied = _call(gate, ["c"], lat[3], sig[2], 2, 8)
+    assert not applied and (d.reuse, d.reason) == (False, "repeat")
+    assert _snapshot(gate.branch_state("c")) == before
+    assert [(r.step, r.decision, r.reason) for r in gate.stats.records[-2:]] == [
+        (None, "forced", "off_schedule"), (2, "forced", "repeat")]
+    d, applied = _call(gate, ["c"], lat[3], sig[3], 3, 8)  # the run continues as if nothing happened
+    assert applied and gate.branch_state("c").consecutive == 3
+    assert gate.stats.calls == 6 and gate.stats.full == 3
+
+
+def test_reset_on_non_adjacent_step():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    lat, sig = _drifting(10), _sigmas(10)
+    for step in range(3):
+        _call(gate, ["c"], lat[step], sig[step], step, 10)
+    assert gate.branch_state("c").consecutive == 2 and len(gate.branch_state("c").history) == 1
+    d, applied = _call(gate, ["c"], lat[5], sig[5], 5, 10)
+    assert not applied and d.reason == "reset" and d.distance is None
+    state = gate.branch_state("c")
+    assert [s for s, _ in state.history.records] == [5]
+    assert (state.acc, state.consecutive, state.last_step) == (0.0, 0, 5)
+    assert _call(gate, ["c"], lat[6], sig[6], 6, 10)[1]
+
+
+def test_reset_on_new_run_sigma_going_up():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    lat, sig = _drifting(10), _sigmas(10)
+    for step in range(4):
+        _call(gate, ["c"], lat[step], sig[step], step, 10)
+    # Adjacent step index but sigma went up: a new run.
+    d, _ = _call(gate, ["c"], lat[4], sig[0], 4, 10)
+    assert d.reason == "reset" and [s for s, _ in gate.branch_state("c").history.records] == [4]
+    # A new run at step 0 drops the history too (reported as warmup, which takes precedence).
+    d, _ = _call(gate, ["c"], lat[0], 1.0, 0, 10)
+    assert d.reason == "warmup" and [s for s, _ in gate.branch_state("c").history.records] == [0]
+    no_warmup = SeaCacheGate(SeaCacheConfig(threshold=1e9, warmup_steps=0, max_consecutive=-1))
+    for step in range(3):
+        _call(no_warmup, ["c"], lat[step], sig[step], step, 10)
+    d, _ = _call(no_warmup, ["c"], lat[0], sig[0], 0, 10)
+    assert d.reason == "reset"
+
+
+def test_latent_change_gives_infinite_distance():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    sig = _sigmas(6)
+    _call(gate, ["c"], _noise(), sig[0], 0, 6)
+    _call(gate, ["c"], _noise(), sig[1], 1, 6)
+    d, applied = _call(gate, ["c"], _noise().bfloat16(), sig[2], 2, 6)
+    assert not applied and d.distance == float("inf") and d.reason == "threshold"
+    d, applied = _call(gate, ["c"], _noise((1, 3, 4, 6, 10)), sig[3], 3, 6)
+    assert not applied and d.distance == float("inf")
+    assert json.dumps(gate.stats.to_dict(), allow_nan=False)
+
+
+def test_cpu_residual_storage():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_device="cpu", order=2))
+    lat, sig = _drifting(6), _sigmas(6)
+    for step in range(4):
+        _call(gate, ["c"], lat[step], sig[step], step, 6, torch.randn(1, 5, dtype=torch.bfloat16))
+    records = gate.branch_state("c").history.records
+    assert 1 <= len(records) <= 3
+    assert all(r.device.type == "cpu" and r.dtype == torch.bfloat16 for _, r in records)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cpu_residual_storage_offloads_cuda():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_device="cpu"))
+    lat, sig = [x.cuda() for x in _drifting(6)], _sigmas(6)
+    gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 6), torch.ones(1, 5, device="cuda"))
+    assert gate.branch_state("c").history.records[0][1].device.type == "cpu"
+    d = gate.decide(["c"], lat[1], sig[1], 1, 6)
+    pred = gate.predict(d, torch.zeros(1, 5, device="cuda", dtype=torch.bfloat16))
+    assert pred.device.type == "cuda" and pred.dtype == torch.bfloat16
+    assert torch.equal(pred.float().cpu(), torch.ones(1, 5))
+
+
+def test_history_never_exceeds_order_plus_one():
+    for order in (0, 1, 2):
+        gate = SeaCacheGate(SeaCacheConfig(threshold=0.0, order=order))
+        lat, sig = _drifting(8), _sigmas(8)
+        for step in range(8):
+            _call(gate, ["c"], lat[step], sig[step], step, 8)
+            assert len(gate.branch_state("c").history) == min(step + 1, order + 1)
+
+
+def test_gain_built_once_per_step_whatever_the_batch():
+    n = 6
+    lat, sig = _drifting(n), _sigmas(n)
+    batched, separate = SeaCacheGate(), SeaCacheGate()
+    for step in range(n):
+        _call(batched, ["c", "u"], torch.cat([lat[step], 2 * lat[step]]), sig[step], step, n)
+        _call(separate, ["c"], lat[step], sig[step], step, n)
+        _call(separate, ["u"], 2 * lat[step], sig[step], step, n)
+    assert batched.gains.builds == n and separate.gains.builds == n
+
+
+def test_api_misuse_raises():
+    gate = SeaCacheGate()
+    lat = _noise()
+    with pytest.raises(ValueError, match="keys"):
+        gate.decide(["c", "u"], lat, 0.5, 0, 4)
+    with pytest.raises(ValueError, match="step"):
+        gate.decide(["c"], lat, 0.5, 4, 4)
+    d = gate.decide(["c"], lat, 0.5, 0, 4)
+    with pytest.raises(ValueError, match="reuse decision"):
+        gate.predict(d, torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="residual"):
+        gate.commit(d)
+    gate.commit(d, torch.zeros(1, 3))
+    with pytest.raises(RuntimeError):
+        gate.commit(d, torch.zeros(1, 3))
+    assert gate.stats.calls == 1
+
+
+def test_release_and_reset():
+    gate = _run(SeaCacheConfig(threshold=1e9), _drifting(5))
+    gate.release()
+    assert gate.branch_state("c") is None and gate.stats.calls == 5
+    gate.reset()
+    assert gate.stats.calls == 0
+    _call(gate, ["c"], _noise(), 1.0, 0, 5)
+    assert gate.stats.records[0].reason == "warmup" and len(gate.branch_state("c").history) == 1
+
+
+def test_entry_points_are_not_traced_by_torch_compile():
+    for method in (SeaCacheGate.decide, SeaCacheGate.predict, SeaCacheGate.commit):
+        assert getattr(method, "_torchdynamo_disable", False)
+    gate = SeaCacheGate()
+    lat = _noise()
+
+    @torch.compile(backend="eager")
+    def model_call(x):
+        decision = gate.decide(["c"], x, 0.5, 0, 4)
+        gate.commit(decision, x.flatten(1) * 2)
+        return x + 1
+
+    torch.testing.assert_close(model_call(lat), lat + 1)
+    assert gate.stats.calls == 1 and gate.stats.records[0].reason == "warmup"
+    torch.testing.assert_close(gate.branch_state("c").indicator, sea_filter(lat, 0.5))
