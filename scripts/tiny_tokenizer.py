@@ -1,0 +1,201 @@
+"""Write a tiny Qwen2-style tokenizer for tests.
+
+The folder it writes stands in for a checkpoint's ``text_tokenizer/``: a
+byte-level BPE ``tokenizer.json`` (Qwen2's normalizer and pre-tokenizer, 256
+byte tokens plus a few hand-picked merges), ChatML special tokens after the
+vocabulary, and a ``tokenizer_config.json`` with a Qwen2-VL-style chat template
+that ``transformers.AutoTokenizer.from_pretrained`` loads offline. Every id is
+below ``MAX_ID`` so a test model with a 512-entry embedding covers them all.
+The output is byte-for-byte deterministic.
+
+Usage: python scripts/tiny_tokenizer.py OUT_FOLDER
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import BPE
+
+MAX_ID = 512
+
+# Qwen2's pre-tokenizer split: contractions, letter runs, single digits,
+# punctuation runs, newlines, whitespace.
+QWEN2_SPLIT_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+SPECIAL_TOKENS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+
+# Words whose byte-level spellings (with and without a leading space) get
+# merges, so common prompt text becomes a few tokens rather than all bytes.
+_MERGE_WORDS = (
+    "the", "is", "of", "and", "a", "video", "image", "This", "The", "not",
+    "seconds", "long", "FPS", "resolution", "You", "are", "helpful",
+    "assistant", "who", "will", "generate", "videos", "images", "from",
+    "give", "prompt", "system", "user", "robot", "cat", "on", "in", "with",
+)
+_MAX_BPE_VOCAB = MAX_ID - len(SPECIAL_TOKENS) - 24  # headroom below MAX_ID
+
+# A Qwen2-VL-style ChatML template: a default system turn when the chat does
+# not start with one, string or multimodal content, optional vision ids, and
+# an assistant header for add_generation_prompt.
+CHAT_TEMPLATE = (
+    "{% set seen = namespace(images=0, videos=0) %}"
+    "{% for message in messages %}"
+    "{% if message['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('unsupported chat role: ' ~ message['role']) }}"
+    "{% endif %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}"
+    "{{ message['content'] }}"
+    "{% else %}"
+    "{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
+    "{% set seen.images = seen.images + 1 %}"
+    "{% if add_vision_id %}Picture {{ seen.images }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' or 'video' in part %}"
+    "{% set seen.videos = seen.videos + 1 %}"
+    "{% if add_vision_id %}Video {{ seen.videos }}: {% endif %}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in part %}"
+    "{{ part['text'] }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _byte_alphabet() -> list[str]:
+    """The GPT-2 byte-to-character map (byte order): printable bytes map to themselves, the rest to U+0100+."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = {}
+    shift = 0
+    for byte in range(256):
+        if byte in printable:
+            chars[byte] = chr(byte)
+        else:
+            chars[byte] = chr(256 + shift)
+            shift += 1
+    return [chars[byte] for byte in range(256)]
+
+
+def _vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
+    alphabet = _byte_alphabet()
+    vocab = {char: index for index, char in enumerate(alphabet)}
+    merges: list[tuple[str, str]] = []
+    for word in _MERGE_WORDS:
+        for spelled in (" " + word, word):
+            chars = "".join(alphabet[byte] for byte in spelled.encode("utf-8"))
+            left = chars[0]
+            for char in chars[1:]:
+                joined = left + char
+                if joined not in vocab:
+                    if len(vocab) >= _MAX_BPE_VOCAB:
+                        return vocab, merges
+                    vocab[joined] = len(vocab)
+                    merges.append((left, char))
+                left = joined
+    return vocab, merges
+
+
+def build_tokenizer() -> Tokenizer:
+    """The tiny byte-level BPE tokenizer with the special tokens appended after the vocabulary."""
+    vocab, merges = _vocab_and_merges()
+    tokenizer = Tokenizer(
+        BPE(
+            vocab=vocab,
+            merges=merges,
+            dropout=None,
+            unk_token=None,
+            continuing_subword_prefix="",
+            end_of_word_suffix="",
+            fuse_unk=False,
+            byte_fallback=False,
+        )
+    )
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
+    return tokenizer
+
+
+def _tokenizer_config(tokenizer: Tokenizer) -> dict:
+    added = {}
+    for token in SPECIAL_TOKENS:
+        added[str(tokenizer.token_to_id(token))] = {
+            "content": token,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+    return {
+        "add_prefix_space": False,
+        "added_tokens_decoder": added,
+        "additional_special_tokens": [t for t in SPECIAL_TOKENS if t not in ("<|endoftext|>", "<|im_end|>")],
+        "bos_token": None,
+        "chat_template": CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "model_max_length": 32768,
+        "pad_token": "<|endoftext|>",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    }
+
+
+def write_tiny_tokenizer(folder: str) -> None:
+    """Write the tiny tokenizer's ``tokenizer.json`` and ``tokenizer_config.json`` into ``folder`` (created)."""
+    os.makedirs(folder, exist_ok=True)
+    tokenizer = build_tokenizer()
+    if tokenizer.get_vocab_size(with_added_tokens=True) > MAX_ID:
+        raise AssertionError("tiny tokenizer vocabulary exceeds MAX_ID")
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(tokenizer.to_str(pretty=True))
+        handle.write("\n")
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8", newline="\n") as handle:
+        json.dump(_tokenizer_config(tokenizer), handle, ensure_ascii=False, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write a tiny Qwen2-style tokenizer (a text_tokenizer/ stand-in).")
+    parser.add_argument("folder", help="output folder, e.g. <checkpoint>/text_tokenizer")
+    args = parser.parse_args(argv)
+    write_tiny_tokenizer(args.folder)
+    print(f"wrote tiny tokenizer to {args.folder}")
+
+
+if __name__ == "__main__":
+    main()
