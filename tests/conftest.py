@@ -1,0 +1,47 @@
+"""Shared pytest fixtures: a CPU ComfyUI session and ComfyUI-style imports of this pack."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:  # also works under --import-mode=importlib
+    sys.path.insert(0, _TESTS_DIR)
+
+import comfyui_harness  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def comfy(tmp_path_factory):
+    """ComfyUI from ``$COMFYUI_PATH`` in CPU mode (see ``comfyui_harness.comfy_session``).
+
+    Skips when the variable is unset or empty. Output/temp/input/user
+    folders point into a session temp dir.
+    """
+    path = os.environ.get(comfyui_harness.ENV_VAR, "").strip()
+    if not path:
+        pytest.skip(comfyui_harness.SKIP_REASON)
+    return comfyui_harness.comfy_session(path, output_root=tmp_path_factory.mktemp("comfyui"))
+
+
+@pytest.fixture(scope="session")
+def import_pack_module():
+    """Callable: ``import_pack_module("nodes.vae")`` -> ``seacache_pack.nodes.vae`` (``__init__`` not run)."""
+    return comfyui_harness.import_pack_module
+
+
+@pytest.fixture(scope="session")
+def seacache_pack(comfy):
+    """This repo imported as the ``seacache_pack`` package, as ComfyUI would (skips without ``__init__.py``)."""
+    return comfyui_harness.import_pack()
+
+
+@pytest.fixture(scope="session")
+def tiny_vae_dir(tmp_path_factory):
+    """A tiny random Wan2.2-layout diffusers VAE folder (seed 0), written once per session."""
+    tiny = comfyui_harness.import_pack_module("scripts.tiny_vae")
+    return Path(tiny.write_tiny_vae(tmp_path_factory.mktemp("tiny_vae"), seed=0))
