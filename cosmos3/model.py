@@ -155,7 +155,7 @@ class Cosmos3Transformer(nn.Module):
     def compute_text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype) -> TextKV:
         """Run the text pathway (causal attention over the prompt) and collect each layer's keys/values."""
         lengths = (token_ids >= 0).sum(dim=1)
-        und = self.embed_tokens(token_ids.clamp(min=0)).to(dtype)
+        und = self.embed_text(token_ids.clamp(min=0), dtype)
         positions = text_positions(token_ids.shape[1], token_ids.device)
         cos, sin = rope_cos_sin(self.config, positions.unsqueeze(0), dtype)
         kv, last = [], len(self.layers) - 1
@@ -167,6 +167,10 @@ class Cosmos3Transformer(nn.Module):
         if padded:
             mask = (torch.arange(token_ids.shape[1], device=token_ids.device)[None] < lengths[:, None])[:, None, None]
         return TextKV(kv, lengths, mask)
+
+    def embed_text(self, token_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Token embeddings in the compute dtype (hosts with cast-on-the-fly embeddings override this)."""
+        return self.embed_tokens(token_ids).to(dtype)
 
     # ---------------------------------------------------------------- step 3
     def finish(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:

@@ -1,0 +1,219 @@
+"""Cosmos3 prompt encoding, empty latents, image-to-video conditioning and the reference sigma schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import comfy.model_management
+import comfy.utils
+import node_helpers
+from comfy_api.latest import io
+
+from .loader import Cosmos3TextIO
+
+LATENT_CHANNELS = 48
+SPATIAL = 16  # VAE downsampling; with the 2x2 patch a token covers 32x32 pixels
+PIXEL_STEP = 32
+
+
+def check_size(width: int, height: int, frames: int) -> None:
+    """Raise naming the nearest valid values unless width/height are multiples of 32 and frames is 4k+1."""
+    problems = []
+    for name, value in (("width", width), ("height", height)):
+        if value % PIXEL_STEP:
+            lo = max(PIXEL_STEP, value // PIXEL_STEP * PIXEL_STEP)
+            problems.append(f"{name} {value} is not a multiple of {PIXEL_STEP} (nearest: {lo} or {lo + PIXEL_STEP})")
+    if frames < 1 or (frames - 1) % 4:
+        lo = max(1, (frames - 1) // 4 * 4 + 1)
+        problems.append(f"length {frames} is not 4k+1 (nearest: {lo} or {lo + 4})")
+    if problems:
+        raise ValueError("Cosmos3 size: " + "; ".join(problems) + ".")
+
+
+def latent_shape(batch: int, width: int, height: int, frames: int) -> list[int]:
+    """ComfyUI latent shape of a Cosmos3 clip (Wan2.2 VAE: 4x temporal, 16x spatial, 48 channels)."""
+    return [batch, LATENT_CHANNELS, (frames - 1) // 4 + 1, height // SPATIAL, width // SPATIAL]
+
+
+def encode_conditioning(text, prompt, negative, width, height, frames, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
+    """CONDITIONING carrying the prompt's token ids (templates and chat template applied) and the fps."""
+    check_size(width, height, frames)
+    ids = text.tokenizer.encode(
+        prompt, negative=negative, width=width, height=height, frames=frames, fps=fps,
+        resolution_template=resolution_template, duration_template=duration_template,
+        use_system_prompt=use_system_prompt, system_prompt=system_prompt.strip() or None,
+    )
+    tokens = torch.tensor([ids], dtype=torch.long)
+    return [[torch.zeros((1, 1, 1)), {"cosmos3_tokens": tokens, "cosmos3_fps": float(fps)}]]
+
+
+def _text_inputs(default_prompt: str, prompt_tip: str):
+    return [
+        Cosmos3TextIO.Input("cosmos3_text", tooltip="Tokenizer output of the Cosmos3 Loader."),
+        io.String.Input("prompt", multiline=True, default=default_prompt, tooltip=prompt_tip),
+        io.Int.Input("width", default=1280, min=32, max=8192, step=32, tooltip="Video width in pixels (multiple of 32); used by the resolution template."),
+        io.Int.Input("height", default=720, min=32, max=8192, step=32, tooltip="Video height in pixels (multiple of 32); used by the resolution template."),
+        io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames (4k+1; 1 = image); used by the duration template."),
+        io.Float.Input("fps", default=24.0, min=1.0, max=120.0, step=1.0, tooltip="Frame rate: written into the prompt and used for the model's temporal positions."),
+        io.Boolean.Input("resolution_template", default=True, tooltip="Append 'This video is of HxW resolution.' as the reference pipeline does."),
+        io.Boolean.Input("duration_template", default=True, tooltip="Append 'The video is N seconds long and is of F FPS.' (video only)."),
+        io.Boolean.Input("use_system_prompt", default=True, tooltip="Start the chat with Cosmos3's system prompt (the reference default)."),
+        io.String.Input("system_prompt", multiline=True, default="", tooltip="Custom system prompt; empty = the reference video/image system prompt."),
+    ]
+
+
+class Cosmos3TextEncode(io.ComfyNode):
+    """Positive prompt -> CONDITIONING for Cosmos3."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheCosmos3TextEncode",
+            display_name="Cosmos3 Text Encode",
+            category="SeaCache/Cosmos3",
+            description="Tokenize a prompt the way the Cosmos3 pipeline does; the transformer itself encodes the text.",
+            inputs=_text_inputs("", "What to generate."),
+            outputs=[io.Conditioning.Output()],
+        )
+
+    @classmethod
+    def execute(cls, cosmos3_text, prompt, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
+        return io.NodeOutput(encode_conditioning(cosmos3_text, prompt, False, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
+
+
+class Cosmos3TextEncodeNegative(io.ComfyNode):
+    """Negative prompt (default: the checkpoint's assets/negative_prompt.json) with the 'is not' templates."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheCosmos3TextEncodeNegative",
+            display_name="Cosmos3 Text Encode (Negative)",
+            category="SeaCache/Cosmos3",
+            description="Negative prompt with the inverse templates; empty prompt = the checkpoint's recommended negative prompt.",
+            inputs=_text_inputs("", "What to avoid; empty = the checkpoint's assets/negative_prompt.json (or nothing)."),
+            outputs=[io.Conditioning.Output()],
+        )
+
+    @classmethod
+    def execute(cls, cosmos3_text, prompt, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
+        prompt = prompt.strip() or cosmos3_text.negative_prompt
+        return io.NodeOutput(encode_conditioning(cosmos3_text, prompt, True, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
+
+
+class Cosmos3EmptyLatentVideo(io.ComfyNode):
+    """Zero latent of a Cosmos3 clip."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheCosmos3EmptyLatentVideo",
+            display_name="Cosmos3 Empty Latent Video",
+            category="SeaCache/Cosmos3",
+            inputs=[
+                io.Int.Input("width", default=1280, min=32, max=8192, step=32, tooltip="Width in pixels (multiple of 32)."),
+                io.Int.Input("height", default=720, min=32, max=8192, step=32, tooltip="Height in pixels (multiple of 32)."),
+                io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames, 4k+1 (1 = a single image)."),
+                io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once."),
+            ],
+            outputs=[io.Latent.Output()],
+        )
+
+    @classmethod
+    def execute(cls, width, height, length, batch_size):
+        check_size(width, height, length)
+        latent = torch.zeros(latent_shape(batch_size, width, height, length), device=comfy.model_management.intermediate_device())
+        return io.NodeOutput({"samples": latent})
+
+
+def single_rgb_image(image: torch.Tensor) -> torch.Tensor:
+    """The start image as [1, H, W, 3]: a batch takes its first image (with a warning), alpha is dropped."""
+    if image.ndim != 4:
+        raise ValueError(f"start_image must be an IMAGE [batch, height, width, channels], got shape {tuple(image.shape)}.")
+    if image.shape[0] > 1:
+        import logging
+
+        logging.getLogger(__name__).warning("Cosmos3 Image To Video: got %d images, using the first as the start frame.", image.shape[0])
+    if image.shape[-1] not in (3, 4):
+        raise ValueError(f"start_image must have 3 (RGB) or 4 (RGBA) channels, got {image.shape[-1]}.")
+    return image[:1, :, :, :3]
+
+
+class Cosmos3ImageToVideo(io.ComfyNode):
+    """Encode the start image as clean latent frame 0 and mark it conditioned (no noise, zero velocity)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheCosmos3ImageToVideo",
+            display_name="Cosmos3 Image To Video",
+            category="SeaCache/Cosmos3",
+            description="Image-to-video conditioning: the start image becomes latent frame 0 and stays clean through sampling. RGBA images lose alpha; of a batch only the first image is used.",
+            inputs=[
+                io.Conditioning.Input("positive", tooltip="Positive conditioning from Cosmos3 Text Encode."),
+                io.Conditioning.Input("negative", tooltip="Negative conditioning from Cosmos3 Text Encode (Negative)."),
+                io.Vae.Input("vae", tooltip="The VAE from the Cosmos3 Loader."),
+                io.Image.Input("start_image", tooltip="First frame; resized (center crop) to width x height."),
+                io.Int.Input("width", default=1280, min=32, max=8192, step=32, tooltip="Width in pixels (multiple of 32)."),
+                io.Int.Input("height", default=720, min=32, max=8192, step=32, tooltip="Height in pixels (multiple of 32)."),
+                io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames, 4k+1."),
+                io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once from the same image."),
+            ],
+            outputs=[io.Conditioning.Output(display_name="positive"), io.Conditioning.Output(display_name="negative"), io.Latent.Output(display_name="latent")],
+        )
+
+    @classmethod
+    def execute(cls, positive, negative, vae, start_image, width, height, length, batch_size):
+        check_size(width, height, length)
+        image = single_rgb_image(start_image)
+        pixels = comfy.utils.common_upscale(image.movedim(-1, 1), width, height, "bilinear", "center").movedim(1, -1)
+        encoded = vae.encode(pixels)[:, :, :1]
+        shape = latent_shape(batch_size, width, height, length)
+        latent = torch.zeros(shape, device=comfy.model_management.intermediate_device())
+        latent[:, :, :1] = encoded.to(latent)
+        frame_mask = torch.zeros((1, shape[2]))
+        frame_mask[:, 0] = 1.0
+        values = {"cosmos3_cond_latent": latent[:1].clone(), "cosmos3_cond_mask": frame_mask}
+        positive = node_helpers.conditioning_set_values(positive, values)
+        negative = node_helpers.conditioning_set_values(negative, values)
+        noise_mask = (1.0 - frame_mask).reshape(1, 1, shape[2], 1, 1).repeat(batch_size, 1, 1, 1, 1)
+        return io.NodeOutput(positive, negative, {"samples": latent, "noise_mask": noise_mask})
+
+
+def reference_sigmas(steps: int, shift: float, denoise: float = 1.0) -> torch.Tensor:
+    """The Cosmos3 pipeline's flow schedule (UniPC with flow sigmas): ``linspace(1, 1/1000, n+1)[:-1]`` shifted by
+    ``shift*s / (1 + (shift-1)*s)``, the first nudged below 1 by 1e-6, then a final 0. ``denoise < 1`` keeps the
+    last ``steps`` of a ``steps/denoise`` schedule, as ComfyUI's schedulers do."""
+    total = steps if denoise >= 1.0 else int(round(steps / max(denoise, 1e-4)))
+    s = np.linspace(1.0, 1.0 / 1000, total + 1)[:-1]
+    s = shift * s / (1 + (shift - 1) * s)
+    if abs(s[0] - 1) < 1e-6:
+        s[0] -= 1e-6
+    sigmas = torch.from_numpy(np.concatenate([s, [0.0]]).astype(np.float32))
+    return sigmas[-(steps + 1):]
+
+
+class Cosmos3Scheduler(io.ComfyNode):
+    """SIGMAS of the reference pipeline for ComfyUI's SamplerCustomAdvanced."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheCosmos3Scheduler",
+            display_name="Cosmos3 Scheduler",
+            category="SeaCache/Cosmos3",
+            description="Shifted flow-matching schedule of the Cosmos3 pipeline (shift 10 at 720p, 5 at 480p, 3 at 256p).",
+            inputs=[
+                io.Int.Input("steps", default=35, min=1, max=1000, tooltip="Denoising steps (the reference uses 35)."),
+                io.Float.Input("shift", default=10.0, min=0.1, max=100.0, step=0.1, tooltip="Flow shift: 10 for 720p, 5 for 480p, 3 for 256p."),
+                io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Below 1: only the last part of a longer schedule (video-to-video)."),
+            ],
+            outputs=[io.Sigmas.Output()],
+        )
+
+    @classmethod
+    def execute(cls, steps, shift, denoise):
+        if denoise <= 0:
+            return io.NodeOutput(torch.FloatTensor([]))
+        return io.NodeOutput(reference_sigmas(steps, shift, denoise))

@@ -1,0 +1,164 @@
+"""Cosmos3 as a ComfyUI model: the diffusion-model class, its BaseModel, model config and token conditioning."""
+
+from __future__ import annotations
+
+import torch
+
+import comfy.conds
+import comfy.latent_formats
+import comfy.model_base
+import comfy.model_management
+import comfy.ops
+import comfy.sampler_helpers
+import comfy.patcher_extension
+import comfy.supported_models_base
+from comfy.ldm.modules.attention import optimized_attention
+
+from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
+from ..cosmos3.ops import expand_kv_heads, sdpa_attention
+from .run_scope import run_scoped_option
+
+GEN_STACK_WRAPPER = "cosmos3_gen_stack"
+"""Wrapper type a step cache registers (``ModelPatcher.add_wrapper_with_key``) to wrap ``run_gen_stack``."""
+
+
+def comfy_attention(q, k, v, mask=None, causal=False):
+    """Generator attention through ComfyUI's optimized attention; the causal text pathway (run once per prompt
+    and run) uses torch SDPA, which supports ``is_causal`` on every backend."""
+    if causal:
+        return sdpa_attention(q, k, v, mask, causal=True)
+    k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])
+    if mask is not None:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, torch.finfo(q.dtype).min)
+    return optimized_attention(q, k, v, heads=q.shape[1], mask=mask, skip_reshape=True)
+
+
+class ComfyCosmos3(Cosmos3Transformer):
+    """The native Cosmos3 with ComfyUI operations/attention and ComfyUI's wrapper seams (diffusion model, stack)."""
+
+    def __init__(self, image_model=None, dtype=None, device=None, operations=None, **config):
+        super().__init__(
+            Cosmos3Config.from_dict(config),
+            operations=operations or comfy.ops.disable_weight_init,
+            attention=comfy_attention,
+            device=device,
+            dtype=dtype,
+        )
+        self.dtype = dtype
+
+    def forward(self, x, timestep, token_ids=None, fps=None, cond_latent=None, cond_mask=None, transformer_options={}, **kwargs):
+        """Velocity for ComfyUI's ``BaseModel``; honours ``DIFFUSION_MODEL`` wrappers like ComfyUI's own models."""
+        if token_ids is None:
+            raise ValueError(
+                "Cosmos3 got no prompt tokens: its positive and negative inputs must come from "
+                "'Cosmos3 Text Encode' (or 'Cosmos3 Text Encode (Negative)')."
+            )
+        return comfy.patcher_extension.WrapperExecutor.new_class_executor(
+            super().forward,
+            self,
+            comfy.patcher_extension.get_all_wrappers(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, transformer_options),
+        ).execute(x, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options)
+
+    def embed_text(self, token_ids, dtype):
+        """ComfyUI embeddings cast their (possibly fp8) weight to the compute dtype themselves."""
+        return self.embed_tokens(token_ids, out_dtype=dtype).to(dtype)
+
+    def call_gen_stack(self, hidden, inputs):
+        """Dispatch ``run_gen_stack`` through the wrappers registered under :data:`GEN_STACK_WRAPPER`."""
+        return comfy.patcher_extension.WrapperExecutor.new_class_executor(
+            self.run_gen_stack,
+            self,
+            comfy.patcher_extension.get_all_wrappers(GEN_STACK_WRAPPER, inputs.transformer_options),
+        ).execute(hidden, inputs)
+
+
+class CONDTokens(comfy.conds.CONDRegular):
+    """Prompt token ids ``[1, L]``. Prompts of different lengths still batch: shorter ones are padded with -1,
+    which the model masks, so cond and uncond share one call whenever ComfyUI's memory plan allows it."""
+
+    def can_concat(self, other):
+        return self.cond.ndim == other.cond.ndim == 2 and self.cond.device == other.cond.device
+
+    def concat(self, others):
+        rows = [self.cond] + [o.cond for o in others]
+        width = max(r.shape[1] for r in rows)
+        return torch.cat([torch.nn.functional.pad(r, (0, width - r.shape[1]), value=-1) for r in rows])
+
+
+class Cosmos3(comfy.model_base.BaseModel):
+    """Flow-matching BaseModel for Cosmos3 (velocity output, sigma passed through as the timestep)."""
+
+    def __init__(self, model_config, device=None):
+        super().__init__(model_config, comfy.model_base.ModelType.FLOW, device=device, unet_model=ComfyCosmos3)
+
+    def extra_conds(self, **kwargs):
+        """Prompt tokens and fps from the text-encode node; the I2V conditioning latent and per-frame mask."""
+        out = {}
+        tokens = kwargs.get("cosmos3_tokens")
+        if tokens is not None:
+            out["token_ids"] = CONDTokens(tokens)
+        fps = kwargs.get("cosmos3_fps")
+        if fps is not None:
+            out["fps"] = comfy.conds.CONDConstant(float(fps))
+        cond_latent = kwargs.get("cosmos3_cond_latent")
+        if cond_latent is not None:
+            out["cond_latent"] = comfy.conds.CONDRegular(self.process_latent_in(cond_latent))
+            out["cond_mask"] = comfy.conds.CONDRegular(kwargs["cosmos3_cond_mask"])
+        return out
+
+    def process_timestep(self, timestep, **kwargs):
+        """The network takes sigma itself. With this model's identity mapping that is the timestep already;
+        a ModelSamplingSD3-style node patches in a x1000 mapping, which is undone here."""
+        return timestep / self.model_sampling.multiplier
+
+    def scale_latent_inpaint(self, sigma, noise, latent_image, **kwargs):
+        """Kept (conditioned) regions are fed clean, as the reference pipeline feeds its conditioning frame."""
+        return latent_image
+
+    def memory_required(self, input_shape, cond_shapes={}):
+        """Peak activation bytes of one call: linear in the generator token count (memory-efficient attention
+        is assumed; ComfyUI splits attention when it is not available)."""
+        cfg = self.diffusion_model.config
+        batch, _, frames, height, width = input_shape
+        tokens = batch * cfg.token_count(frames, height, width)
+        dtype = self.manual_cast_dtype or self.get_dtype()
+        per_token = 3 * cfg.intermediate_size + 8 * cfg.hidden_size
+        return tokens * per_token * comfy.model_management.dtype_size(dtype) * 1.2
+
+
+class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
+    """ComfyUI model config: Wan2.2 latent space, flow sampling with Nano's 720p shift and identity timesteps."""
+
+    unet_config = {"image_model": "cosmos3"}
+    sampling_settings = {"shift": 10.0, "multiplier": 1.0}
+    latent_format = comfy.latent_formats.Wan22
+    memory_usage_factor = 1.0
+    supported_inference_dtypes = [torch.bfloat16, torch.float32]
+
+    def __init__(self, config: Cosmos3Config):
+        super().__init__({"image_model": "cosmos3", **config.to_dict()})
+
+    def get_model(self, state_dict, prefix="", device=None):
+        return Cosmos3(self, device=device)
+
+
+
+def text_kv_outer_sample(executor, *args, **kwargs):
+    """Give each sampling run its own text K/V cache (the text pathway then runs once per prompt per run)."""
+    cache = TextKVCache()
+    try:
+        with run_scoped_option(executor.class_obj, TEXT_KV_CACHE_KEY, cache):
+            return executor(*args, **kwargs)
+    finally:
+        cache.clear()
+
+
+def keep_conditioned_outer_sample(executor, noise, latent_image, sampler, sigmas, denoise_mask=None, *args, **kwargs):
+    """Return conditioned (noise-masked) regions exactly as given. The model already sees them clean and
+    predicts zero velocity there, but multistep samplers such as UniPC end slightly off a kept region; the
+    reference pipeline keeps conditioned frames bit-exact, so the final latent takes them from the input."""
+    out = executor(noise, latent_image, sampler, sigmas, denoise_mask, *args, **kwargs)
+    if denoise_mask is None:
+        return out
+    mask = comfy.sampler_helpers.prepare_mask(denoise_mask, out.shape, out.device)
+    return out * mask + latent_image.to(out) * (1.0 - mask)

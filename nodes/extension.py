@@ -1,0 +1,32 @@
+"""The pack's ComfyUI extension: the list of its V3 nodes."""
+
+from __future__ import annotations
+
+from comfy_api.latest import ComfyExtension, io
+
+from .conditioning import (
+    Cosmos3EmptyLatentVideo,
+    Cosmos3ImageToVideo,
+    Cosmos3Scheduler,
+    Cosmos3TextEncode,
+    Cosmos3TextEncodeNegative,
+)
+from .loader import Cosmos3Loader
+from .seacache_apply import SeaCacheApply
+from .seacache_stats import SeaCacheStats
+
+
+class SeaCacheExtension(ComfyExtension):
+    """SeaCache Apply/Stats and the native Cosmos3 loader and conditioning nodes."""
+
+    async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        return [
+            Cosmos3Loader,
+            Cosmos3TextEncode,
+            Cosmos3TextEncodeNegative,
+            Cosmos3EmptyLatentVideo,
+            Cosmos3ImageToVideo,
+            Cosmos3Scheduler,
+            SeaCacheApply,
+            SeaCacheStats,
+        ]

@@ -1,0 +1,148 @@
+"""Cosmos3 in a real ComfyUI (needs COMFYUI_PATH): loader, conditioning, sampling with ComfyUI's samplers,
+I2V conditioning, the reference schedule and clear errors."""
+
+import pytest
+import torch
+
+from comfy_runs import LayerCalls, rel, tiny  # noqa: F401  (fixture)
+
+
+def decode(tiny, samples):
+    with torch.inference_mode():
+        return tiny.vae.decode(samples)
+
+
+def test_loader_returns_native_model_vae_and_tokenizer(tiny):
+    from cosmos3_reference import TINY
+
+    dm = tiny.model.model.diffusion_model
+    assert type(tiny.model.model).__name__ == "Cosmos3"
+    assert dm.config.hidden_size == TINY["hidden_size"] and len(dm.layers) == TINY["num_hidden_layers"]
+    assert tiny.vae.latent_channels == 48
+    assert tiny.text.negative_prompt.startswith("blurry")
+    assert tiny.model.model.model_sampling.multiplier == 1.0  # identity timestep: the model sees sigma
+    assert tiny.model.model.latent_format.latent_channels == 48
+
+
+def test_t2v_with_comfy_sampler_decodes_to_frames(tiny):
+    samples = tiny.sample(tiny.model, steps=6)
+    assert samples.shape == (1, 48, 3, 4, 4) and torch.isfinite(samples).all()
+    frames = decode(tiny, samples)
+    assert frames.shape[-4:] == (9, 64, 64, 3) and torch.isfinite(frames).all()
+    assert 0.0 <= frames.min() and frames.max() <= 1.0
+
+
+def test_comfy_path_equals_native_model(tiny):
+    """ComfyUI's BaseModel call (conds, dtype handling, flow denoised) reproduces the plain torch model."""
+    import comfy.sampler_helpers
+    import comfy.samplers
+
+    dm = tiny.model.model.diffusion_model
+    positive = tiny.encode()
+    ids = positive[0][1]["cosmos3_tokens"]
+    x = torch.randn(1, 48, 3, 4, 4, generator=torch.Generator().manual_seed(5))
+    sigma = torch.tensor([0.8])
+    conds = comfy.samplers.encode_model_conds(tiny.model.model.extra_conds, comfy.sampler_helpers.convert_cond(positive), x, "cpu", "positive")
+    model_conds = {k: v.process_cond(batch_size=1, area=None).cond for k, v in conds[0]["model_conds"].items()}
+    with torch.inference_mode():
+        denoised = tiny.model.model.apply_model(x, sigma, **model_conds)
+        velocity = dm(x, sigma, ids, fps=24.0)
+    assert rel(denoised, x - 0.8 * velocity) < 1e-5
+
+
+def test_i2v_keeps_the_encoded_first_frame(tiny):
+    image = torch.rand(1, 64, 64, 4)  # RGBA: alpha is dropped
+    pos, neg = tiny.encode(), tiny.encode("", negative=True)
+    pos, neg, latent = tiny.ns.run_node(
+        "SeaCacheCosmos3ImageToVideo", positive=pos, negative=neg, vae=tiny.vae, start_image=image, width=64, height=64, length=9, batch_size=1
+    ).outputs
+    with torch.inference_mode():
+        encoded = tiny.vae.encode(image[..., :3])[:, :, :1]
+    assert torch.equal(latent["samples"][:, :, :1], encoded)
+    assert latent["noise_mask"].flatten().tolist() == [0.0, 1.0, 1.0]
+    samples = tiny.sample(tiny.model, pos, neg, latent, steps=6)
+    assert torch.equal(samples[:, :, :1], encoded)
+    assert (samples[:, :, 1:] - latent["samples"][:, :, 1:]).abs().max() > 0.1
+    assert decode(tiny, samples).shape[-4:] == (9, 64, 64, 3)
+
+
+def test_batched_cond_uncond_and_text_kv_once_per_run(tiny):
+    """cond and uncond (different prompt lengths) share one call per step; text layers run once per run."""
+    counter = LayerCalls(tiny.model.model.diffusion_model)
+    try:
+        positive = tiny.encode("a much longer prompt about a red fox running through deep fresh snow at dawn")
+        negative = tiny.encode("", negative=True)
+        assert positive[0][1]["cosmos3_tokens"].shape[1] != negative[0][1]["cosmos3_tokens"].shape[1]
+        tiny.sample(tiny.model, positive, negative, steps=5)
+    finally:
+        counter.close()
+    layers = len(counter.layers)
+    assert counter.gen == 5 * layers  # one batched call per step
+    assert counter.text == layers  # the padded cond+uncond batch, once for the whole run
+
+
+def test_reference_schedule_matches_diffusers_unipc(tiny):
+    from diffusers import UniPCMultistepScheduler
+
+    ref = UniPCMultistepScheduler(use_flow_sigmas=True, flow_shift=10.0, prediction_type="flow_prediction")
+    ref.set_timesteps(35)
+    sigmas = tiny.ns.run_node("SeaCacheCosmos3Scheduler", steps=35, shift=10.0, denoise=1.0).outputs[0]
+    assert torch.equal(sigmas, ref.sigmas.float())
+    half = tiny.ns.run_node("SeaCacheCosmos3Scheduler", steps=10, shift=5.0, denoise=0.5).outputs[0]
+    assert len(half) == 11 and half[-1] == 0 and half[0] < 0.95
+
+
+def test_fp8_weights_run(tiny, tmp_path_factory):
+    model, _, _ = tiny.ns.run_node("SeaCacheCosmos3Loader", checkpoint=tiny.name, weight_dtype="fp8_e4m3fn").outputs
+    assert model.model.diffusion_model.layers[0].mlp_moe_gen.up_proj.weight.dtype == torch.float8_e4m3fn
+    assert model.model.diffusion_model.time_embedder.linear_1.weight.dtype == torch.float32
+    samples = tiny.sample(model, steps=3)
+    assert torch.isfinite(samples).all()
+
+
+def test_memory_estimate_grows_with_sequence_length(tiny):
+    m = tiny.model.model
+    small, large = m.memory_required([2, 48, 3, 4, 4]), m.memory_required([2, 48, 12, 8, 8])
+    assert large == pytest.approx(small * 16)
+
+
+@pytest.mark.parametrize(
+    "size,message",
+    [
+        (dict(width=70, height=64, length=9), "width 70 is not a multiple of 32 \\(nearest: 64 or 96\\)"),
+        (dict(width=64, height=64, length=10), "length 10 is not 4k\\+1 \\(nearest: 9 or 13\\)"),
+    ],
+)
+def test_bad_sizes_name_the_nearest_valid_values(tiny, size, message):
+    with pytest.raises(ValueError, match=message):
+        tiny.ns.run_node("SeaCacheCosmos3EmptyLatentVideo", **size, batch_size=1)
+    with pytest.raises(ValueError, match=message):
+        tiny.encode(**size)
+
+
+def test_i2v_image_batch_uses_first_image(tiny):
+    images = torch.stack([torch.zeros(64, 64, 3), torch.ones(64, 64, 3)])
+    pos, neg = tiny.encode(), tiny.encode("", negative=True)
+    out = tiny.ns.run_node("SeaCacheCosmos3ImageToVideo", positive=pos, negative=neg, vae=tiny.vae, start_image=images, width=64, height=64, length=9, batch_size=2).outputs
+    with torch.inference_mode():
+        first = tiny.vae.encode(images[:1])[:, :, :1]
+    assert out[2]["samples"].shape[0] == 2
+    assert torch.equal(out[2]["samples"][1:, :, :1], first)
+
+
+def test_missing_checkpoint_and_not_cosmos3_errors(tiny, tmp_path):
+    from safetensors.torch import save_file
+
+    with pytest.raises(FileNotFoundError, match="no-such-model"):
+        tiny.ns.run_node("SeaCacheCosmos3Loader", checkpoint="no-such-model", weight_dtype="default")
+    other = tmp_path / "flux.safetensors"
+    save_file({"double_blocks.0.img_attn.qkv.weight": torch.zeros(2, 2)}, str(other))
+    with pytest.raises(ValueError, match="proj_in.weight"):
+        tiny.ns.run_node("SeaCacheCosmos3Loader", checkpoint=str(other), weight_dtype="default")
+
+
+def test_model_sampling_sd3_node_keeps_the_model_on_sigma(tiny):
+    """A shift node that installs ComfyUI's x1000 flow timesteps must not change what the network sees."""
+    patched = tiny.ns.run_node("ModelSamplingSD3", model=tiny.model, shift=10.0).outputs[0]
+    assert patched.get_model_object("model_sampling").multiplier == 1000
+    assert rel(tiny.sample(patched, steps=6), tiny.sample(tiny.model, steps=6)) < 1e-5
