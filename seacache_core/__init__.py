@@ -9,6 +9,7 @@ from .extrapolate import ResidualHistory, extrapolate_residual
 from .gate import Decision, SeaCacheGate
 from .replay import replay
 from .sea_filter import GainCache, sea_filter, sea_gain
+from .session import SeaCacheSession
 from .stats import RunStats, StepRecord
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "RunStats",
     "SeaCacheConfig",
     "SeaCacheGate",
+    "SeaCacheSession",
     "StepRecord",
     "extrapolate_residual",
     "rel_l1",

@@ -1,0 +1,102 @@
+"""Per-run SeaCache state inside ComfyUI: created by an outer-sample wrapper, used by the generator-stack
+wrapper on every model call, published to the SeaCache Stats node and freed when the run ends (also on error)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from ..seacache_core import SeaCacheConfig, SeaCacheSession
+from .run_scope import run_scoped_option
+
+SETTINGS_KEY = "seacache"
+RUN_KEY = "seacache_run"
+PROGRESS_EVENT = "seacache.progress"
+
+
+@dataclass
+class SeaCacheSettings:
+    """What SeaCache Apply configured, plus the slot where each finished run leaves its report.
+
+    Shared (not copied) when ComfyUI deep-copies model options for a clone, so the Stats node reads the last
+    run of this application whichever clone sampled it."""
+
+    config: SeaCacheConfig
+    start_percent: float = 0.0
+    end_percent: float = 1.0
+    node_id: str | None = None
+    last_run: dict | None = field(default=None, compare=False)
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def notify_frontend(data: dict) -> None:
+    """Send a progress message to the browser when ComfyUI's server is running (nothing otherwise)."""
+    server = sys.modules.get("server")
+    instance = getattr(getattr(server, "PromptServer", None), "instance", None)
+    if instance is not None:
+        instance.send_sync(PROGRESS_EVENT, data)
+
+
+@dataclass
+class ComfyRun:
+    """A session plus stable branch names: ComfyUI gives each conditioning entry a fresh uuid per run, which
+    is mapped to "cond0", "uncond0", "cond1"... in order of appearance so identical runs report identically."""
+
+    session: SeaCacheSession
+    names: dict = field(default_factory=dict)
+
+    def branch_keys(self, transformer_options: dict, batch: int) -> list[str]:
+        """One key per batch item: the name of its conditioning entry and the item's index within it."""
+        kinds = transformer_options.get("cond_or_uncond") or [0]
+        uuids = transformer_options.get("uuids") or kinds
+        per_chunk = max(batch // len(kinds), 1)
+        keys = []
+        for kind, uuid in zip(kinds, uuids):
+            if uuid not in self.names:
+                label = "cond" if kind == 0 else "uncond"
+                self.names[uuid] = f"{label}{sum(n.startswith(label) for n in self.names.values())}"
+            keys += [f"{self.names[uuid]}/{i}" for i in range(per_chunk)]
+        return keys[:batch]
+
+
+def report_of(session: SeaCacheSession, settings: SeaCacheSettings, status: str) -> dict:
+    """The JSON report the Stats node and the browser read: statistics, status and the run's parameters."""
+    report = session.stats.to_dict()
+    report.update(status=status, threshold=settings.config.threshold, steps=session.steps, summary=session.stats.summary())
+    return report
+
+
+def outer_sample_wrapper(executor, *args, **kwargs):
+    """Create the run's session for this sampling run only; publish its report and free it however it ends."""
+    guider = executor.class_obj
+    settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_KEY]
+    session = SeaCacheSession(settings.config, settings.start_percent, settings.end_percent)
+    status = "failed"
+    try:
+        with run_scoped_option(guider, RUN_KEY, ComfyRun(session)):
+            out = executor(*args, **kwargs)
+        status = "completed"
+        return out
+    finally:
+        settings.last_run = report_of(session, settings, status)
+        session.release()
+
+
+def gen_stack_wrapper(executor, hidden, inputs):
+    """The generator-stack wrapper: gated inside a run, a plain call otherwise (e.g. outside sampling)."""
+    opts = inputs.transformer_options
+    run: ComfyRun | None = opts.get(RUN_KEY)
+    if run is None:
+        return executor(hidden, inputs)
+    session = run.session
+    if session.schedule is None and opts.get("sample_sigmas") is not None:
+        session.set_schedule(opts["sample_sigmas"])
+    keys = run.branch_keys(opts, hidden.shape[0])
+    out = session.run(lambda h: executor(h, inputs), hidden, inputs.latent, float(inputs.sigma[0]), keys)
+    settings: SeaCacheSettings = opts[SETTINGS_KEY]
+    if settings.node_id is not None:
+        stats = session.stats
+        notify_frontend({"node": settings.node_id, "reused": stats.reused, "calls": stats.calls, "step": stats.records[-1].step, "steps": session.steps})
+    return out

@@ -1,0 +1,54 @@
+"""Text and Pillow renderings of a SeaCache run report (no ComfyUI imports, so it is testable anywhere)."""
+
+from __future__ import annotations
+
+from PIL import Image, ImageDraw
+
+COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 140, 150)}
+
+
+def summary_text(report: dict | None) -> str:
+    """The run's status and step count above the gate's own summary (counts, speedup, forced reasons, timeline)."""
+    if not report:
+        return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
+    return (
+        f"SeaCache run {report['status']} over {report['steps']} steps (threshold {report['threshold']}):\n"
+        f"{report['summary']}"
+    )
+
+
+def render_timeline(report: dict | None, width: int = 960, height: int = 320) -> Image.Image:
+    """Bar chart of one run: one bar per gated call, its height the accumulated distance relative to the
+    threshold (dashed line at 1), colored computed / reused / forced."""
+    img = Image.new("RGB", (width, height), (24, 24, 28))
+    draw = ImageDraw.Draw(img)
+    left, right, top, bottom = 48, width - 12, 34, height - 30
+    if not report or not report["records"]:
+        draw.text((left, height // 2), "SeaCache: no run recorded yet", fill=(220, 220, 220))
+        return img
+    records, threshold = report["records"], report.get("threshold") or 0.0
+    draw.text((left, 8), f"reused {report['reused']}/{report['calls']}  ~{report['speedup']:.2f}x  threshold {threshold}", fill=(230, 230, 230))
+    x = left
+    for name, color in COLORS.items():
+        draw.rectangle((right - 250 + (x - left), 10, right - 242 + (x - left), 18), fill=color)
+        draw.text((right - 238 + (x - left), 7), name, fill=(200, 200, 200))
+        x += 85
+    scale_max = 2.0
+    def y_of(value: float) -> float:
+        return bottom - (bottom - top) * min(value, scale_max) / scale_max
+    draw.line((left, bottom, right, bottom), fill=(120, 120, 120))
+    line_y = y_of(1.0)
+    for sx in range(left, right, 10):
+        draw.line((sx, line_y, min(sx + 5, right), line_y), fill=(231, 76, 60))
+    draw.text((4, line_y - 6), "thr", fill=(231, 76, 60))
+    slot = (right - left) / len(records)
+    for i, r in enumerate(records):
+        acc = r.get("accumulated")
+        rel = (acc / threshold) if (acc is not None and threshold > 0) else 0.0
+        x0 = left + i * slot + max(slot * 0.15, 0.5)
+        x1 = left + (i + 1) * slot - max(slot * 0.15, 0.5)
+        y0 = min(y_of(rel), bottom - 3)
+        draw.rectangle((x0, y0, max(x1, x0 + 1), bottom), fill=COLORS[r["decision"]])
+        if r.get("step") is not None and (len(records) <= 40 or i % max(len(records) // 20, 1) == 0):
+            draw.text((x0, bottom + 6), str(r["step"]), fill=(170, 170, 170))
+    return img

@@ -1,0 +1,86 @@
+"""A SeaCache session: one sampling run of a model whose expensive stack is wrapped by the gate.
+
+Hosts (the ComfyUI nodes, the demo's plain sampler) hand every stack call to :meth:`SeaCacheSession.run`
+with the stack's input, the noisy latent, the call's sigma and one branch key per batch item; the session
+maps sigma to a step of the run's schedule, asks the gate, and either applies the extrapolated residual or
+runs the stack and records its residual.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+
+from .config import SeaCacheConfig
+from .gate import SeaCacheGate
+from .stats import RunStats
+
+
+class SeaCacheSession:
+    """Gate, schedule and reuse window of one run. ``start_percent``/``end_percent`` bound the fraction of
+    the schedule's steps (step / steps) where reuse is allowed; evaluations off the schedule always compute."""
+
+    def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0):
+        if not 0.0 <= start_percent <= end_percent <= 1.0:
+            raise ValueError(
+                f"start_percent ({start_percent}) and end_percent ({end_percent}) must satisfy 0 <= start <= end <= 1."
+            )
+        self.gate = SeaCacheGate(config)
+        self.start_percent = start_percent
+        self.end_percent = end_percent
+        self.schedule: list[float] | None = None
+
+    @property
+    def stats(self) -> RunStats:
+        """The run's statistics so far."""
+        return self.gate.stats
+
+    @property
+    def steps(self) -> int:
+        """Steps of the schedule (its length minus the final sigma), 0 before it is known."""
+        return max(len(self.schedule or []) - 1, 0)
+
+    def set_schedule(self, sigmas: Sequence[float] | torch.Tensor) -> None:
+        """The run's sigma schedule, ``steps + 1`` values ending at the final sigma."""
+        values = sigmas.flatten().tolist() if isinstance(sigmas, torch.Tensor) else list(sigmas)
+        self.schedule = [float(s) for s in values]
+
+    def step_of(self, sigma: float) -> int | None:
+        """Index of ``sigma`` among the schedule's steps, or None for an evaluation off the schedule."""
+        for i, s in enumerate((self.schedule or [])[: self.steps]):
+            if math.isclose(s, sigma, rel_tol=1e-5, abs_tol=1e-7):
+                return i
+        return None
+
+    def reuse_allowed(self, step: int | None) -> bool:
+        """Whether ``step`` lies inside the configured window of the schedule."""
+        if step is None or self.steps == 0:
+            return False
+        return self.start_percent <= step / self.steps <= self.end_percent
+
+    def run(
+        self,
+        stack: Callable[[torch.Tensor], torch.Tensor],
+        stack_in: torch.Tensor,
+        latent: torch.Tensor,
+        sigma: float,
+        keys: Sequence[Hashable],
+    ) -> torch.Tensor:
+        """The stack output for one call: ``stack_in`` plus the extrapolated residual when the gate allows,
+        otherwise ``stack(stack_in)`` with its residual recorded."""
+        step = self.step_of(sigma)
+        decision = self.gate.decide(keys, latent, sigma, step, self.steps, self.reuse_allowed(step))
+        if decision.reuse:
+            residual = self.gate.predict(decision, like=stack_in)
+            if residual is not None:
+                self.gate.commit(decision)
+                return stack_in + residual
+        out = stack(stack_in)
+        self.gate.commit(decision, out - stack_in)
+        return out
+
+    def release(self) -> None:
+        """Free every tensor the run holds (statistics stay readable)."""
+        self.gate.release()

@@ -1,0 +1,204 @@
+"""SeaCache Apply/Stats in a real ComfyUI (needs COMFYUI_PATH): skipping, exactness, run isolation, batching,
+split cond/uncond, multi-evaluation samplers, failures, re-application, wrong models, torch.compile, the UI."""
+
+import pytest
+import torch
+
+from comfy_runs import LayerCalls, rel, tiny  # noqa: F401  (fixture)
+
+STEPS = 12
+
+
+def timeline(report):
+    return [(r["step"], r["decision"], r["reason"]) for r in report["records"]]
+
+
+def last_report(model):
+    return model.model_options["transformer_options"]["seacache"].last_run
+
+
+def test_seacache_skips_the_generator_and_text_layers(tiny):
+    patched = tiny.seacache()
+    counter = LayerCalls(tiny.model.model.diffusion_model)
+    try:
+        cached = tiny.sample(patched, steps=STEPS)
+    finally:
+        counter.close()
+    report = last_report(patched)
+    layers = len(counter.layers)
+    assert report["status"] == "completed" and report["calls"] == STEPS and report["steps"] == STEPS
+    assert report["reused"] > 0 and report["full"] + report["reused"] == report["calls"]
+    assert counter.gen == report["full"] * layers  # reused calls ran no generator layer
+    assert counter.text == layers  # the text pathway ran once for the run, never on reused steps
+    assert report["records"][0]["decision"] == "forced" and report["records"][-1]["reason"] == "end"
+    assert report["speedup"] == pytest.approx(STEPS / report["full"])
+    plain = tiny.sample(tiny.model, steps=STEPS)
+    assert torch.isfinite(cached).all() and 0 < rel(cached, plain) < 0.5
+
+
+def test_threshold_zero_is_bit_identical(tiny):
+    exact = tiny.seacache(threshold=0.0)
+    assert torch.equal(tiny.sample(exact, steps=STEPS), tiny.sample(tiny.model, steps=STEPS))
+    assert last_report(exact)["reused"] == 0
+
+
+def test_input_model_is_unchanged_and_runs_uncached(tiny):
+    before = tiny.sample(tiny.model, steps=STEPS)
+    patched = tiny.seacache()
+    assert "seacache" not in tiny.model.model_options.get("transformer_options", {})
+    assert torch.equal(tiny.sample(tiny.model, steps=STEPS), before)
+    assert patched is not tiny.model
+
+
+def test_two_runs_in_a_row_are_identical(tiny):
+    patched = tiny.seacache()
+    first = tiny.sample(patched, steps=STEPS)
+    report1 = last_report(patched)
+    second = tiny.sample(patched, steps=STEPS)
+    assert torch.equal(first, second)
+    assert report1 == last_report(patched)
+
+
+def test_batch_of_two_keeps_a_state_per_item(tiny):
+    patched = tiny.seacache()
+    out = tiny.sample(patched, latent=tiny.empty(batch_size=2), steps=STEPS)
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
+    record = last_report(patched)["records"][5]
+    assert len(record["branches"]) == 4  # cond and uncond of each of the two items
+
+
+def test_cond_and_uncond_in_separate_calls(tiny):
+    """Forcing one call per conditioning (as low-VRAM mode or unbatchable conds do) keeps per-branch state."""
+    import comfy.patcher_extension
+
+    def one_call_per_cond(executor, model, conds, x_in, timestep, model_options):
+        outs = []
+        for cond in conds:
+            outs += executor(model, [cond], x_in, timestep, model_options)
+        return outs
+
+    batched = tiny.seacache()
+    split = tiny.seacache()
+    split.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.CALC_COND_BATCH, "split", one_call_per_cond)
+    a = tiny.sample(batched, steps=STEPS)
+    b = tiny.sample(split, steps=STEPS)
+    rb, rs = last_report(batched), last_report(split)
+    assert rs["calls"] == 2 * rb["calls"]
+    assert [r["decision"] for r in rs["records"][::2]] == [r["decision"] for r in rb["records"]]
+    assert [r["decision"] for r in rs["records"][1::2]] == [r["decision"] for r in rb["records"]]
+    assert rel(b, a) < 1e-4
+
+
+def test_heun_extra_evaluations_compute_and_are_reported(tiny):
+    patched = tiny.seacache()
+    out = tiny.sample(patched, steps=8, sampler="heun")
+    report = last_report(patched)
+    reasons = [r["reason"] for r in report["records"]]
+    assert torch.isfinite(out).all()
+    assert report["calls"] == 2 * 8 - 1
+    assert "repeat" in reasons
+    assert all(r["decision"] == "forced" for r in report["records"] if r["reason"] in ("repeat", "off_schedule"))
+
+
+def test_dpmpp_2s_midpoints_are_off_schedule(tiny):
+    patched = tiny.seacache()
+    tiny.sample(patched, steps=6, sampler="dpmpp_2s_ancestral")
+    reasons = [r["reason"] for r in last_report(patched)["records"]]
+    assert reasons.count("off_schedule") >= 5
+
+
+def test_failed_run_frees_state_and_next_run_is_clean(tiny):
+    import comfy.patcher_extension
+
+    reference = tiny.sample(tiny.seacache(), steps=STEPS)
+    patched = tiny.seacache()
+    calls = {"n": 0}
+
+    def explode_on_fifth(executor, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise RuntimeError("boom mid-sampling")
+        return executor(*args, **kwargs)
+
+    failing = patched.clone()
+    failing.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, "explode", explode_on_fifth)
+    with pytest.raises(RuntimeError, match="boom"):
+        tiny.sample(failing, steps=STEPS)
+    failed = last_report(patched)  # the settings object is shared by clones
+    assert failed["status"] == "failed" and failed["calls"] == 4
+    assert torch.equal(tiny.sample(patched, steps=STEPS), reference)
+    assert last_report(patched)["status"] == "completed"
+
+
+def test_applying_twice_replaces_the_first(tiny):
+    twice = tiny.seacache(tiny.seacache(threshold=0.0), threshold=0.5)
+    assert len(twice.get_wrappers("cosmos3_gen_stack", "seacache")) == 1
+    assert len(twice.get_wrappers("outer_sample", "seacache")) == 1
+    once = tiny.seacache(threshold=0.5)
+    assert torch.equal(tiny.sample(twice, steps=STEPS), tiny.sample(once, steps=STEPS))
+
+
+def test_non_cosmos3_model_is_rejected_when_the_node_runs(tiny):
+    import comfy.model_patcher
+
+    other = comfy.model_patcher.ModelPatcher(torch.nn.Linear(2, 2), load_device="cpu", offload_device="cpu")
+    with pytest.raises(ValueError, match="supports Cosmos3 models"):
+        tiny.seacache(model=other)
+
+
+def test_bad_settings_are_rejected_and_model_untouched(tiny):
+    with pytest.raises(ValueError, match="start_percent"):
+        tiny.seacache(start_percent=0.8, end_percent=0.2)
+    assert tiny.model.get_wrappers("cosmos3_gen_stack", "seacache") == []
+
+
+def test_cpu_residual_storage_and_window(tiny):
+    a = tiny.sample(tiny.seacache(), steps=STEPS)
+    assert torch.equal(tiny.sample(tiny.seacache(residual_storage="cpu"), steps=STEPS), a)
+    windowed = tiny.seacache(start_percent=0.5, end_percent=1.0)
+    tiny.sample(windowed, steps=STEPS)
+    early = [r for r in last_report(windowed)["records"] if r["step"] < STEPS // 2]
+    assert all(r["decision"] != "reused" for r in early)
+
+
+@pytest.mark.parametrize("keys", [["diffusion_model"], ["diffusion_model.layers.0", "diffusion_model.layers.1"]], ids=["whole", "layers"])
+def test_torch_compile_still_works(tiny, keys):
+    from comfy_api.torch_helpers import set_torch_compile_wrapper
+
+    torch._dynamo.reset()
+    eager = tiny.seacache()
+    expected = tiny.sample(eager, steps=STEPS)
+    compiled = tiny.seacache()
+    set_torch_compile_wrapper(compiled, backend="eager", keys=keys)
+    got = tiny.sample(compiled, steps=STEPS)
+    assert timeline(last_report(compiled)) == timeline(last_report(eager))
+    assert rel(got, expected) < 1e-5
+
+
+def test_stats_node_outputs_summary_chart_and_ui(tiny):
+    patched = tiny.seacache()
+    samples = tiny.sample(patched, steps=STEPS)
+    res = tiny.stats(patched, samples)
+    passed, summary, image = res.outputs
+    report = last_report(patched)
+    assert torch.equal(passed["samples"], samples)
+    assert f"{report['calls']} calls, {report['full']} full, {report['reused']} reused" in summary
+    assert image.shape[0] == 1 and image.shape[-1] == 3 and image.shape[1] > 100
+    assert res.ui["seacache"][0]["calls"] == report["calls"] and res.ui["images"]
+
+
+def test_stats_before_any_run_and_on_plain_model(tiny):
+    patched = tiny.seacache()
+    res = tiny.stats(patched, torch.zeros(1, 48, 3, 4, 4))
+    assert "no run recorded" in res.outputs[1]
+    with pytest.raises(ValueError, match="SeaCache Apply"):
+        tiny.stats(tiny.model, torch.zeros(1, 48, 3, 4, 4))
+
+
+def test_progress_messages_reach_the_frontend(tiny):
+    patched = tiny.seacache(node_id="42")
+    with tiny.ns.fake_prompt_server() as server:
+        tiny.sample(patched, steps=STEPS)
+    progress = [data for event, data, _ in server.messages if event == "seacache.progress"]
+    assert len(progress) == STEPS
+    assert progress[-1] == {"node": "42", "reused": last_report(patched)["reused"], "calls": STEPS, "step": STEPS - 1, "steps": STEPS}
