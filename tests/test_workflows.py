@@ -1,0 +1,343 @@
+"""The example workflows in workflows/: their graph and recipe without ComfyUI, and a real end-to-end run of each
+(converted like the frontend would, validated by ComfyUI, executed node by node) on a tiny checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import workflow_runner as wr
+
+T2V = "cosmos3_t2v_seacache.json"
+I2V = "cosmos3_i2v_seacache.json"
+WORKFLOWS = [T2V, I2V]
+APPLY_DEFAULTS = [0.25, "1", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
+TEXT_NODES = ("SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative")
+SIZE_NODES = TEXT_NODES + ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
+PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
+
+
+def load(name):
+    return wr.load_workflow(wr.WORKFLOWS_DIR / name)
+
+
+def only(workflow, node_type):
+    found = wr.nodes_of_type(workflow, node_type)
+    assert len(found) == 1, f"expected one {node_type}, found {len(found)}"
+    return found[0]
+
+
+def source_type(workflow, node, input_name):
+    src = wr.upstream(workflow, node["id"], input_name)
+    assert src is not None, f"{node['type']}.{input_name} is not linked"
+    return src[0]["type"], src[1]
+
+
+# ----------------------------------------------------------------------------- without ComfyUI
+
+
+def test_workflow_files():
+    assert sorted(p.name for p in wr.workflow_paths()) == sorted(WORKFLOWS)
+
+
+def test_pack_node_ids_scan():
+    assert wr.pack_node_ids() == {
+        "SeaCacheCosmos3Loader", "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",
+        "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
+        "SeaCacheApply", "SeaCacheStats",
+    }
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_structure(name):
+    workflow = load(name)
+    known = wr.pack_node_ids() | wr.CORE_NODE_TYPES | wr.VIRTUAL_NODE_TYPES
+    assert wr.structure_problems(workflow, known) == []
+    orders = sorted(n["order"] for n in workflow["nodes"])
+    assert orders == list(range(len(orders)))
+    by_order = {n["id"]: n["order"] for n in workflow["nodes"]}
+    for _, src, _, dst, _, _ in workflow["links"]:
+        assert by_order[src] < by_order[dst], "a node's 'order' must come after the nodes feeding it"
+    assert all(n["mode"] == 0 for n in workflow["nodes"])
+
+
+def test_structure_checker_finds_problems():
+    workflow = load(T2V)
+    broken = json.loads(json.dumps(workflow))
+    broken["links"][0][5] = "LATENT"  # wrong type on the Loader -> Apply link
+    broken["links"].append([999, 1, 7, 2, 0, "MODEL"])  # no such output slot
+    guider = only(broken, "CFGGuider")
+    guider["inputs"][1]["link"] = None  # dangling required input
+    problems = wr.structure_problems(broken, wr.pack_node_ids() | wr.CORE_NODE_TYPES)
+    text = "\n".join(problems)
+    assert "type 'LATENT' but node 1 output 0 is 'MODEL'" in text
+    assert "node 1 has no output slot 7" in text
+    assert "'positive' is required but not linked" in text
+    assert "MarkdownNote" in text  # unknown without the virtual types
+    assert wr.structure_problems({"nodes": []}) == [f"missing top-level key {k!r}" for k in wr.TOP_LEVEL_KEYS if k != "nodes"]
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_seacache_apply_at_defaults(name):
+    apply = only(load(name), "SeaCacheApply")
+    assert apply["widgets_values"] == APPLY_DEFAULTS
+    source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
+    assert apply["widgets_values"] == source_defaults, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_pack_widget_values_match_schema(name):
+    """Each pack node has one widgets_values entry per widget input (none has a control_after_generate)."""
+    for node in load(name)["nodes"]:
+        if node["type"] not in wr.pack_node_ids():
+            continue
+        widgets = wr.literal_widget_defaults(node["type"])
+        assert widgets is not None, node["type"]
+        values = node.get("widgets_values", [])
+        assert len(values) == len(widgets), (node["type"], values, widgets)
+        for value, (input_name, io_type, _) in zip(values, widgets):
+            assert isinstance(value, PY_TYPES[io_type]), (node["type"], input_name, value)
+            if io_type in ("INT", "FLOAT"):
+                assert not isinstance(value, bool), (node["type"], input_name)
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_recipe_for_24gb(name):
+    workflow = load(name)
+    assert only(workflow, "SeaCacheCosmos3Loader")["widgets_values"] == ["Cosmos3-Nano", "fp8_e4m3fn"]
+    sizes = {n["type"]: n["widgets_values"] for n in workflow["nodes"] if n["type"] in SIZE_NODES}
+    assert set(TEXT_NODES) <= set(sizes)
+    for node_type, values in sizes.items():
+        w, h, length = values[1:4] if node_type in TEXT_NODES else values[0:3]
+        assert (w, h, length) == (832, 480, 93), node_type  # must match across the text encoders and the latent
+        assert length % 4 == 1 and w % 32 == 0 and h % 32 == 0
+    pos, neg = (only(workflow, t)["widgets_values"] for t in TEXT_NODES)
+    assert len(pos[0]) > 80 and neg[0] == ""  # a real prompt; empty negative = the checkpoint's negative prompt
+    assert pos[4] == neg[4] == 24  # fps in the prompt templates...
+    assert only(workflow, "CreateVideo")["widgets_values"] == [24]  # ...matches the saved video
+    assert only(workflow, "SeaCacheCosmos3Scheduler")["widgets_values"] == [35, 5.0, 1.0]  # shift 5 for 480p
+    assert only(workflow, "CFGGuider")["widgets_values"] == [6]
+    assert only(workflow, "KSamplerSelect")["widgets_values"] == ["uni_pc_bh2"]
+    seed, control = only(workflow, "RandomNoise")["widgets_values"]
+    assert isinstance(seed, int) and control in ("fixed", "increment", "decrement", "randomize")
+    save = only(workflow, "SaveVideo")["widgets_values"]
+    assert save[0].startswith("video/") and save[1:] == ["auto", "auto"]
+    note = only(workflow, "MarkdownNote")["widgets_values"][0]
+    for fact in ("24 GB", "832x480", "93 frames", "shift 5", "fp8_e4m3fn", "80 GB", "1280x720", "189 frames", "shift 10", "`default`"):
+        assert fact in note, fact
+    assert "width / height / length" in note
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_wiring(name):
+    workflow = load(name)
+    apply, guider = only(workflow, "SeaCacheApply"), only(workflow, "CFGGuider")
+    sampler, stats = only(workflow, "SamplerCustomAdvanced"), only(workflow, "SeaCacheStats")
+    decode, preview = only(workflow, "VAEDecode"), only(workflow, "PreviewImage")
+    assert source_type(workflow, apply, "model") == ("SeaCacheCosmos3Loader", 0)
+    assert wr.upstream(workflow, guider["id"], "model")[0] is apply
+    assert wr.upstream(workflow, stats["id"], "model")[0] is apply  # Stats reads the run of the sampled model
+    assert wr.upstream(workflow, stats["id"], "samples") == (sampler, 0)
+    assert wr.upstream(workflow, decode["id"], "samples") == (stats, 0)
+    assert source_type(workflow, decode, "vae") == ("SeaCacheCosmos3Loader", 1)
+    assert source_type(workflow, only(workflow, "CreateVideo"), "images") == ("VAEDecode", 0)
+    assert source_type(workflow, only(workflow, "SaveVideo"), "video") == ("CreateVideo", 0)
+    assert wr.upstream(workflow, preview["id"], "images") == (stats, 2)
+    assert wr.upstream(workflow, only(workflow, "PreviewAny")["id"], "source") == (stats, 1)
+    for input_name, node_type in (("noise", "RandomNoise"), ("sampler", "KSamplerSelect"), ("sigmas", "SeaCacheCosmos3Scheduler"), ("guider", "CFGGuider")):
+        assert source_type(workflow, sampler, input_name) == (node_type, 0)
+    for node_type in TEXT_NODES:
+        assert source_type(workflow, only(workflow, node_type), "cosmos3_text") == ("SeaCacheCosmos3Loader", 2)
+    if name == T2V:
+        assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3TextEncode", 0)
+        assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3TextEncodeNegative", 0)
+        assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3EmptyLatentVideo", 0)
+        assert not wr.nodes_of_type(workflow, "LoadImage")
+    else:
+        i2v = only(workflow, "SeaCacheCosmos3ImageToVideo")
+        assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3ImageToVideo", 0)
+        assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3ImageToVideo", 1)
+        assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3ImageToVideo", 2)
+        assert source_type(workflow, i2v, "positive") == ("SeaCacheCosmos3TextEncode", 0)
+        assert source_type(workflow, i2v, "negative") == ("SeaCacheCosmos3TextEncodeNegative", 0)
+        assert source_type(workflow, i2v, "vae") == ("SeaCacheCosmos3Loader", 1)
+        assert source_type(workflow, i2v, "start_image") == ("LoadImage", 0)
+        assert only(workflow, "LoadImage")["widgets_values"] == ["example.png", "image"]  # ships with ComfyUI
+        assert not wr.nodes_of_type(workflow, "SeaCacheCosmos3EmptyLatentVideo")
+
+
+# ----------------------------------------------------------------------------- with ComfyUI
+
+TINY_NAME = "tiny-cosmos3"
+TEST_IMAGE = "seacache_workflow_test.png"
+STEPS, SIZE, FRAMES = 6, 64, 9
+
+
+@pytest.fixture(scope="module")
+def session(comfy, tmp_path_factory):
+    """ComfyUI with the pack and the core nodes the workflows use, a tiny checkpoint and a test image."""
+    import comfyui_harness
+    from tiny_checkpoint import make_tiny_checkpoint
+
+    if "SeaCacheApply" not in comfy.nodes.NODE_CLASS_MAPPINGS:
+        comfyui_harness.load_pack_with_comfyui_loader(comfy)
+    comfy.load_extra_nodes(*wr.EXTRA_NODE_FILES)
+    models = tmp_path_factory.mktemp("workflow_models")
+    make_tiny_checkpoint(str(models / TINY_NAME))
+    comfy.folder_paths.add_model_folder_path("diffusion_models", str(models))
+    from PIL import Image
+
+    pixels = np.zeros((72, 120, 3), np.uint8)  # not square: the I2V node center-crops it
+    pixels[..., 0] = np.linspace(0, 255, 120, dtype=np.uint8)[None]
+    pixels[..., 1] = np.linspace(0, 255, 72, dtype=np.uint8)[:, None]
+    pixels[20:50, 40:80, 2] = 255
+    inputs = Path(comfy.folder_paths.get_input_directory())
+    Image.fromarray(pixels).save(inputs / TEST_IMAGE)
+    if (comfy.path / "input" / "example.png").is_file() and not (inputs / "example.png").exists():
+        shutil.copy(comfy.path / "input" / "example.png", inputs / "example.png")
+    return comfy
+
+
+def overrides(extra=None):
+    values = {
+        ("SeaCacheCosmos3Loader", "checkpoint"): TINY_NAME,
+        ("SeaCacheCosmos3Loader", "weight_dtype"): "default",
+        ("SeaCacheCosmos3Scheduler", "steps"): STEPS,
+        ("LoadImage", "image"): TEST_IMAGE,
+        ("SaveVideo", "filename_prefix"): "video/seacache_workflow_test",
+    }
+    for node_type in SIZE_NODES:
+        values.update({(node_type, "width"): SIZE, (node_type, "height"): SIZE, (node_type, "length"): FRAMES})
+    values.update(extra or {})
+    return values
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_node_types_registered(session, name):
+    mappings = session.nodes.NODE_CLASS_MAPPINGS
+    for node in load(name)["nodes"]:
+        if node["type"] not in wr.VIRTUAL_NODE_TYPES:
+            assert node["type"] in mappings, node["type"]
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_converted_prompt(session, name):
+    """Widget values land on the right inputs (control_after_generate and upload values skipped) and ComfyUI's
+    own validation accepts the prompt the frontend would queue, checkpoint choice aside."""
+    workflow = load(name)
+    prompt = wr.to_api_prompt(session, workflow, overrides())
+    assert {entry["class_type"] for entry in prompt.values()} == {n["type"] for n in workflow["nodes"]} - {"MarkdownNote"}
+    by_type = {entry["class_type"]: entry["inputs"] for entry in prompt.values()}
+    apply_defaults = {name: spec[1]["default"] for name, spec in session.node("SeaCacheApply").INPUT_TYPES()["required"].items() if name != "model"}
+    assert {k: v for k, v in by_type["SeaCacheApply"].items() if k != "model"} == apply_defaults
+    assert by_type["RandomNoise"] == {"noise_seed": only(workflow, "RandomNoise")["widgets_values"][0]}
+    assert by_type["SamplerCustomAdvanced"]["latent_image"][1] == (0 if name == T2V else 2)
+    assert by_type["SeaCacheCosmos3Scheduler"] == {"steps": STEPS, "shift": 5.0, "denoise": 1.0}
+    if name == I2V:
+        assert by_type["LoadImage"] == {"image": TEST_IMAGE}
+    assert wr.validate_api_prompt(prompt) == []
+    # The shipped values validate too, except the checkpoint, which is not installed here (and example.png where
+    # this checkout lacks it: the session's input folder is a temp dir, given a copy of the checkout's).
+    shipped_overrides = {("SeaCacheCosmos3Loader", "checkpoint"): TINY_NAME}
+    if not (Path(session.folder_paths.get_input_directory()) / "example.png").is_file():
+        shipped_overrides[("LoadImage", "image")] = TEST_IMAGE
+    shipped = wr.to_api_prompt(session, workflow, shipped_overrides)
+    assert wr.validate_api_prompt(shipped) == []
+    bad = wr.to_api_prompt(session, workflow, overrides({("KSamplerSelect", "sampler_name"): "no_such_sampler"}))
+    assert any("no_such_sampler" in message for message in wr.validate_api_prompt(bad))
+
+
+def _check_run(session, workflow, result, messages):
+    apply_id = only(workflow, "SeaCacheApply")["id"]
+    stats = only(workflow, "SeaCacheStats")
+    # VAEDecode: 9 finite frames of 64x64 RGB.
+    frames = result.outputs[only(workflow, "VAEDecode")["id"]][0]
+    assert tuple(frames.shape) == (FRAMES, SIZE, SIZE, 3)
+    assert bool(frames.isfinite().all()) and 0.0 <= float(frames.min()) and float(frames.max()) <= 1.0
+    # CreateVideo -> SaveVideo wrote an mp4.
+    video = result.outputs[only(workflow, "CreateVideo")["id"]][0]
+    assert tuple(video.get_dimensions()) == (SIZE, SIZE)
+    saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
+    path = Path(session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
+    assert path.is_file() and path.stat().st_size > 0 and saved["filename"].startswith("seacache_workflow_test")
+    # SeaCache Stats: the run's report, summary string and timeline image.
+    _, summary, timeline = result.outputs[stats["id"]]
+    report = result.ui[stats["id"]]["seacache"][0]
+    assert report["status"] == "completed" and report["steps"] == STEPS and report["threshold"] == 0.25
+    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= STEPS
+    assert summary.startswith(f"SeaCache run completed over {STEPS} steps (threshold 0.25)")
+    assert f"{report['calls']} calls" in summary
+    assert result.ui[only(workflow, "PreviewAny")["id"]]["text"][0] == summary
+    assert timeline.ndim == 4 and timeline.shape[0] == 1 and timeline.shape[-1] == 3
+    assert result.ui[only(workflow, "PreviewImage")["id"]]["images"]
+    # The frontend's live line: progress events name the SeaCache Apply node of the UI graph.
+    progress = [data for event, data, _ in messages if event == "seacache.progress"]
+    assert len(progress) == report["calls"]
+    assert {p["node"] for p in progress} == {str(apply_id)}
+    assert progress[-1]["calls"] == report["calls"] and progress[-1]["reused"] == report["reused"]
+    assert all(p["steps"] == STEPS and 0 <= p["step"] < STEPS for p in progress)
+    json.dumps(report, allow_nan=False)  # what the server sends to the browser must be strict JSON
+    return report
+
+
+def test_t2v_workflow_runs(session):
+    workflow = load(T2V)
+    with session.fake_prompt_server() as server:
+        result = wr.run_ui_workflow(session, workflow, overrides())
+    report = _check_run(session, workflow, result, server.messages)
+    latent = result.outputs[only(workflow, "SamplerCustomAdvanced")["id"]][0]["samples"]
+    assert tuple(latent.shape) == (1, 48, (FRAMES - 1) // 4 + 1, SIZE // 16, SIZE // 16)
+    assert report["records"][0]["decision"] == "forced"  # warmup step
+
+
+def test_i2v_workflow_runs(session):
+    workflow = load(I2V)
+    with session.fake_prompt_server() as server:
+        result = wr.run_ui_workflow(session, workflow, overrides())
+    _check_run(session, workflow, result, server.messages)
+    start = result.outputs[only(workflow, "SeaCacheCosmos3ImageToVideo")["id"]][2]["samples"]
+    sampled = result.outputs[only(workflow, "SamplerCustomAdvanced")["id"]][0]["samples"]
+    assert sampled.shape == start.shape
+    assert float(start[:, :, :1].abs().max()) > 0.01  # the encoded image, not an empty frame
+    assert float((sampled[:, :, :1] - start[:, :, :1]).abs().max()) <= 1e-5  # frame 0 stays the start image
+    assert float((sampled[:, :, 1:] - start[:, :, 1:]).abs().max()) > 0.1  # the rest was generated
+
+
+def test_reuse_report_draws_in_the_frontend(session, tmp_path):
+    """A run that reuses steps: its Stats report (as the browser receives it) laid out by web/seacache.js."""
+    workflow = load(T2V)
+    result = wr.run_ui_workflow(session, workflow, overrides({("SeaCacheApply", "threshold"): 2.0, ("SeaCacheCosmos3Scheduler", "steps"): 10}))
+    report = result.ui[only(workflow, "SeaCacheStats")["id"]]["seacache"][0]
+    assert report["reused"] > 0, report["summary"]
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH: cannot check the frontend layout of the report")
+    (tmp_path / "report.json").write_text(json.dumps(report, allow_nan=False), encoding="utf-8")
+    module = (wr.PACK_ROOT / "web" / "seacache.js").as_uri()
+    script = (
+        f"import {{ timelineLayout, formatReport }} from {json.dumps(module)};\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const report = JSON.parse(readFileSync(process.argv[1], 'utf8'));\n"
+        "console.log(JSON.stringify({ layout: timelineLayout(report, 400, 80), caption: formatReport(report) }));\n"
+    )
+    proc = subprocess.run([node, "--input-type=module", "-e", script, str(tmp_path / "report.json")],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "NODE_OPTIONS": ""})
+    assert proc.returncode == 0, proc.stderr
+    drawn = json.loads(proc.stdout)
+    bars = drawn["layout"]["bars"]
+    assert [b["decision"] for b in bars] == [r["decision"] for r in report["records"]]
+    assert drawn["layout"]["thresholdY"] == 40
+    colors = {"computed": "#4287f5", "reused": "#2ecc71", "forced": "#8c8c96"}
+    for bar, record in zip(bars, report["records"]):
+        assert bar["color"] == colors[record["decision"]]
+        acc = record["accumulated"]
+        expected = 0.0 if acc is None else min(acc / report["threshold"], 2.0) / 2.0 * 80
+        assert math.isclose(bar["h"], max(expected, 2), rel_tol=1e-9, abs_tol=1e-9)
+    assert drawn["caption"] == f"SeaCache: reused {report['reused']} / {report['calls']} calls · ~{report['speedup']:.2f}x"
