@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 
@@ -45,7 +47,8 @@ def encode_conditioning(text, prompt, negative, width, height, frames, fps, reso
         use_system_prompt=use_system_prompt, system_prompt=system_prompt.strip() or None,
     )
     tokens = torch.tensor([ids], dtype=torch.long)
-    return [[torch.zeros((1, 1, 1)), {"cosmos3_tokens": tokens, "cosmos3_fps": float(fps)}]]
+    size = latent_shape(1, width, height, frames)[2:]
+    return [[torch.zeros((1, 1, 1)), {"cosmos3_tokens": tokens, "cosmos3_fps": float(fps), "cosmos3_latent_size": size}]]
 
 
 def _text_inputs(default_prompt: str, prompt_tip: str):
@@ -132,8 +135,6 @@ def single_rgb_image(image: torch.Tensor) -> torch.Tensor:
     if image.ndim != 4:
         raise ValueError(f"start_image must be an IMAGE [batch, height, width, channels], got shape {tuple(image.shape)}.")
     if image.shape[0] > 1:
-        import logging
-
         logging.getLogger(__name__).warning("Cosmos3 Image To Video: got %d images, using the first as the start frame.", image.shape[0])
     if image.shape[-1] not in (3, 4):
         raise ValueError(f"start_image must have 3 (RGB) or 4 (RGBA) channels, got {image.shape[-1]}.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 import comfy.conds
@@ -85,6 +87,17 @@ class CONDTokens(comfy.conds.CONDRegular):
         return torch.cat([torch.nn.functional.pad(r, (0, width - r.shape[1]), value=-1) for r in rows])
 
 
+def warn_on_size_mismatch(prompt_size, noise) -> None:
+    """The prompt templates state a resolution and duration; warn when they describe another latent size."""
+    if prompt_size is None or noise is None or noise.ndim != 5 or list(noise.shape[2:]) == list(prompt_size):
+        return
+    logging.getLogger(__name__).warning(
+        "Cosmos3: the text-encode node's width/height/length give latent size %s but the sampled latent is %s; "
+        "set the same width, height and length on the text-encode and latent nodes.",
+        list(prompt_size), list(noise.shape[2:]),
+    )
+
+
 class Cosmos3(comfy.model_base.BaseModel):
     """Flow-matching BaseModel for Cosmos3 (velocity output, sigma passed through as the timestep)."""
 
@@ -94,6 +107,7 @@ class Cosmos3(comfy.model_base.BaseModel):
     def extra_conds(self, **kwargs):
         """Prompt tokens and fps from the text-encode node; the I2V conditioning latent and per-frame mask."""
         out = {}
+        warn_on_size_mismatch(kwargs.get("cosmos3_latent_size"), kwargs.get("noise"))
         tokens = kwargs.get("cosmos3_tokens")
         if tokens is not None:
             out["token_ids"] = CONDTokens(tokens)
@@ -130,6 +144,7 @@ class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
     """ComfyUI model config: Wan2.2 latent space, flow sampling with Nano's 720p shift and identity timesteps."""
 
     unet_config = {"image_model": "cosmos3"}
+    unet_extra_config = {}
     sampling_settings = {"shift": 10.0, "multiplier": 1.0}
     latent_format = comfy.latent_formats.Wan22
     memory_usage_factor = 1.0

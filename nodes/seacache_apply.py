@@ -70,5 +70,6 @@ class SeaCacheApply(io.ComfyNode):
             power=POWER_CHOICES[filter_exponent],
             residual_device="cpu" if residual_storage == "cpu" else "compute",
         )
-        settings = SeaCacheSettings(config, start_percent, end_percent, node_id=str(cls.hidden.unique_id) if cls.hidden else None)
+        unique_id = cls.hidden.unique_id if cls.hidden is not None else None
+        settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))
         return io.NodeOutput(apply_seacache(model, settings))

@@ -32,11 +32,12 @@ class SeaCacheSettings:
 
 
 def notify_frontend(data: dict) -> None:
-    """Send a progress message to the browser when ComfyUI's server is running (nothing otherwise)."""
+    """Send a progress message to the browser tab that queued the prompt, when ComfyUI's server is running
+    (nothing otherwise)."""
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if instance is not None:
-        instance.send_sync(PROGRESS_EVENT, data)
+        instance.send_sync(PROGRESS_EVENT, data, getattr(instance, "client_id", None))
 
 
 @dataclass

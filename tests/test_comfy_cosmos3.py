@@ -146,3 +146,13 @@ def test_model_sampling_sd3_node_keeps_the_model_on_sigma(tiny):
     patched = tiny.ns.run_node("ModelSamplingSD3", model=tiny.model, shift=10.0).outputs[0]
     assert patched.get_model_object("model_sampling").multiplier == 1000
     assert rel(tiny.sample(patched, steps=6), tiny.sample(tiny.model, steps=6)) < 1e-5
+
+
+def test_prompt_size_mismatch_is_warned(tiny, caplog):
+    with caplog.at_level("WARNING"):
+        tiny.sample(tiny.model, tiny.encode(width=128), tiny.encode("", negative=True), steps=2)
+    assert "set the same width, height and length" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        tiny.sample(tiny.model, steps=2)
+    assert "set the same width" not in caplog.text
