@@ -7,6 +7,7 @@ from .checkpoint import is_unused_key, load_weights, read_config, require_cosmos
 from .config import Cosmos3Config
 from .model import Cosmos3Transformer, GenStackInputs, patchify, unpatchify
 from .ops import TorchOps, sdpa_attention
+from .schedule import reference_sigmas
 from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "load_weights",
     "patchify",
     "read_config",
+    "reference_sigmas",
     "require_cosmos3_keys",
     "sdpa_attention",
     "shard_files",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import torch
 
 import comfy.model_management
@@ -12,6 +11,7 @@ import comfy.utils
 import node_helpers
 from comfy_api.latest import io
 
+from ..cosmos3.schedule import reference_sigmas
 from .loader import Cosmos3TextIO
 
 LATENT_CHANNELS = 48
@@ -180,19 +180,6 @@ class Cosmos3ImageToVideo(io.ComfyNode):
         negative = node_helpers.conditioning_set_values(negative, values)
         noise_mask = (1.0 - frame_mask).reshape(1, 1, shape[2], 1, 1).repeat(batch_size, 1, 1, 1, 1)
         return io.NodeOutput(positive, negative, {"samples": latent, "noise_mask": noise_mask})
-
-
-def reference_sigmas(steps: int, shift: float, denoise: float = 1.0) -> torch.Tensor:
-    """The Cosmos3 pipeline's flow schedule (UniPC with flow sigmas): ``linspace(1, 1/1000, n+1)[:-1]`` shifted by
-    ``shift*s / (1 + (shift-1)*s)``, the first nudged below 1 by 1e-6, then a final 0. ``denoise < 1`` keeps the
-    last ``steps`` of a ``steps/denoise`` schedule, as ComfyUI's schedulers do."""
-    total = steps if denoise >= 1.0 else int(round(steps / max(denoise, 1e-4)))
-    s = np.linspace(1.0, 1.0 / 1000, total + 1)[:-1]
-    s = shift * s / (1 + (shift - 1) * s)
-    if abs(s[0] - 1) < 1e-6:
-        s[0] -= 1e-6
-    sigmas = torch.from_numpy(np.concatenate([s, [0.0]]).astype(np.float32))
-    return sigmas[-(steps + 1):]
 
 
 class Cosmos3Scheduler(io.ComfyNode):
