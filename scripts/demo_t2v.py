@@ -1,0 +1,123 @@
+"""SeaCache demo: a Cosmos3 text-to-video run with SeaCache on a generated random-weight checkpoint.
+
+With ``COMFYUI_PATH`` pointing at a ComfyUI checkout, the run goes through this pack's nodes and ComfyUI's own
+sampler (SamplerCustomAdvanced + CFGGuider + uni_pc_bh2); without it, through the plain-torch model and a small
+flow-matching Euler sampler. Either way it prints the step timeline, the estimated and the measured speedup.
+Random weights: the video is noise; this shows the machinery and its timing, not image quality.
+
+    python scripts/demo_t2v.py [--preset tiny|medium] [--steps 35]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), os.path.join(ROOT, "tests")]
+
+import torch  # noqa: E402
+
+from make_tiny_checkpoint import make_tiny_checkpoint  # noqa: E402
+
+PROMPT = "a red fox running through deep fresh snow at dawn"
+SIZE = dict(width=256, height=256, length=33)
+
+
+def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:
+    """Uncached and SeaCache runs through ComfyUI nodes; returns (uncached s, SeaCache s, SeaCache report)."""
+    import comfyui_harness
+    from comfy_runs import Tiny
+
+    ns = comfyui_harness.comfy_session(comfy_path)
+    ns.folder_paths.add_model_folder_path("diffusion_models", checkpoint_root, is_default=True)
+    pack = comfyui_harness.load_pack_with_comfyui_loader(ns)
+    run = Tiny(ns, pack, name, *ns.run_node("SeaCacheCosmos3Loader", checkpoint=name, weight_dtype="default").outputs)
+    print(f"ComfyUI {ns.version}: Cosmos3 Loader -> SeaCache Apply -> SamplerCustomAdvanced (uni_pc_bh2, CFG 6)")
+    positive, negative = run.encode(PROMPT, **SIZE), run.encode("", negative=True, **SIZE)
+    latent, cached = run.empty(**SIZE), run.seacache()
+    times = []
+    for model in (run.model, run.model, cached):  # first run warms up
+        start = time.perf_counter()
+        samples = run.sample(model, positive, negative, latent, steps=steps)
+        times.append(time.perf_counter() - start)
+    print(run.stats(cached, samples).outputs[1])
+    return times[1], times[2], cached.model_options["transformer_options"]["seacache"].last_run
+
+
+class SeaCachedCosmos3:
+    """Plain-torch host for a SeaCache session: routes the model's stack seam through the session."""
+
+    def __init__(self, model, session=None):
+        self.model, self.session = model, session
+
+    def __call__(self, hidden, inputs):
+        if self.session is None:
+            return self.model.run_gen_stack(hidden, inputs)
+        stack = lambda h: self.model.run_gen_stack(h, inputs)  # noqa: E731
+        return self.session.run(stack, hidden, inputs.latent, float(inputs.sigma[0]), ["cond", "uncond"])
+
+
+def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:
+    """The same job without ComfyUI: plain-torch model, Euler flow sampler with CFG, a SeaCacheSession."""
+    from cosmos3 import Cosmos3Transformer, TEXT_KV_CACHE_KEY, TextKVCache, load_weights, read_config, reference_sigmas, shard_files
+    from cosmos3.tokenizer import Cosmos3Tokenizer
+    from seacache_core import SeaCacheConfig, SeaCacheSession
+
+    path = os.path.join(checkpoint_root, name)
+    model = Cosmos3Transformer(read_config(path)).eval()
+    load_weights(model, shard_files(path))
+    tok = Cosmos3Tokenizer.from_folder(path)
+    common = dict(width=SIZE["width"], height=SIZE["height"], frames=SIZE["length"], fps=24.0)
+    ids = [tok.encode(PROMPT, negative=False, **common), tok.encode("", negative=True, **common)]
+    tokens = torch.full((2, max(map(len, ids))), -1, dtype=torch.long)
+    for row, seq in enumerate(ids):
+        tokens[row, : len(seq)] = torch.tensor(seq)
+    sigmas = reference_sigmas(steps, 10.0)
+    print("ComfyUI not found (set COMFYUI_PATH to use it): plain-torch model, flow Euler sampler, CFG 6")
+
+    def sample(session):
+        shape = (1, 48, (SIZE["length"] - 1) // 4 + 1, SIZE["height"] // 16, SIZE["width"] // 16)
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+        options = {TEXT_KV_CACHE_KEY: TextKVCache()}
+        model.call_gen_stack = SeaCachedCosmos3(model, session)
+        if session is not None:
+            session.set_schedule(sigmas)
+        with torch.no_grad():
+            for i in range(steps):
+                v = model(x.expand(2, -1, -1, -1, -1), sigmas[i].expand(2), tokens, fps=24.0, transformer_options=options)
+                x = x + (sigmas[i + 1] - sigmas[i]) * (v[1:] + 6.0 * (v[:1] - v[1:]))
+        return x
+
+    times, session = [], None
+    for session in (None, None, SeaCacheSession(SeaCacheConfig())):  # the first run warms up
+        start = time.perf_counter()
+        sample(session)
+        times.append(time.perf_counter() - start)
+    print(session.stats.summary())
+    return times[1], times[2], session.stats.to_dict()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny", choices=["tiny", "medium"])
+    parser.add_argument("--steps", type=int, default=35)
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="seacache-demo-")
+    name = f"cosmos3-{args.preset}"
+    make_tiny_checkpoint(os.path.join(root, name), preset=args.preset)
+    comfy_path = os.environ.get("COMFYUI_PATH")
+    if comfy_path:
+        plain, cached, report = run_comfyui(comfy_path, root, name, args.steps)
+    else:
+        plain, cached, report = run_plain_torch(root, name, args.steps)
+    print(f"{args.steps} steps, {SIZE['width']}x{SIZE['height']}x{SIZE['length']} frames, preset {args.preset}: "
+          f"uncached {plain:.2f} s, SeaCache {cached:.2f} s -> measured {plain / cached:.2f}x, "
+          f"estimated (calls/full) {report['speedup']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
