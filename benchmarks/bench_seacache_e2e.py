@@ -73,7 +73,8 @@ def main() -> None:
         out = run.sample(timed, positive, negative, latent, steps=args.steps)
         return time.perf_counter() - start, times, out
 
-    sample(model)  # warm-up (allocator, thread pools)
+    sample(model)  # warm-up of both paths (allocator, thread pools, the gate's first call)
+    sample(cached_model)
     plain = [sample(model) for _ in range(args.repeats)]
     cached = [sample(cached_model) for _ in range(args.repeats)]
     report = cached_model.model_options["transformer_options"]["seacache"].last_run

@@ -69,6 +69,8 @@ def _text_inputs(default_prompt: str, prompt_tip: str):
 class Cosmos3TextEncode(io.ComfyNode):
     """Positive prompt -> CONDITIONING for Cosmos3."""
 
+    NEGATIVE = False
+
     @classmethod
     def define_schema(cls):
         return io.Schema(
@@ -82,11 +84,15 @@ class Cosmos3TextEncode(io.ComfyNode):
 
     @classmethod
     def execute(cls, cosmos3_text, prompt, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
-        return io.NodeOutput(encode_conditioning(cosmos3_text, prompt, False, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
+        if cls.NEGATIVE:
+            prompt = prompt.strip() or cosmos3_text.negative_prompt
+        return io.NodeOutput(encode_conditioning(cosmos3_text, prompt, cls.NEGATIVE, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
 
 
-class Cosmos3TextEncodeNegative(io.ComfyNode):
+class Cosmos3TextEncodeNegative(Cosmos3TextEncode):
     """Negative prompt (default: the checkpoint's assets/negative_prompt.json) with the 'is not' templates."""
+
+    NEGATIVE = True
 
     @classmethod
     def define_schema(cls):
@@ -98,11 +104,6 @@ class Cosmos3TextEncodeNegative(io.ComfyNode):
             inputs=_text_inputs("", "What to avoid; empty = the checkpoint's assets/negative_prompt.json (or nothing)."),
             outputs=[io.Conditioning.Output()],
         )
-
-    @classmethod
-    def execute(cls, cosmos3_text, prompt, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
-        prompt = prompt.strip() or cosmos3_text.negative_prompt
-        return io.NodeOutput(encode_conditioning(cosmos3_text, prompt, True, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
 
 
 class Cosmos3EmptyLatentVideo(io.ComfyNode):

@@ -156,3 +156,11 @@ def test_prompt_size_mismatch_is_warned(tiny, caplog):
     with caplog.at_level("WARNING"):
         tiny.sample(tiny.model, steps=2)
     assert "set the same width" not in caplog.text
+
+
+def test_negative_encode_uses_checkpoint_prompt_and_inverse_templates(tiny):
+    neg = tiny.encode("", negative=True)[0][1]["cosmos3_tokens"][0].tolist()
+    expected = tiny.text.tokenizer.encode(tiny.text.negative_prompt, negative=True, width=64, height=64, frames=9, fps=24.0)
+    assert neg == expected
+    as_positive = tiny.encode(tiny.text.negative_prompt)[0][1]["cosmos3_tokens"][0].tolist()
+    assert as_positive != neg  # the positive node writes "is of", the negative "is not of"
