@@ -1,0 +1,159 @@
+"""The SeaCache Stats renderings (nodes/timeline_chart.py) on real run reports; no ComfyUI needed.
+
+Reports come from a real ``SeaCacheSession`` driven over a schedule with a fake stack, shaped exactly as the
+runtime's ``report_of`` builds them (``nodes/seacache_runtime.py`` imports ComfyUI, so its three lines are
+mirrored here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from seacache_core import SeaCacheConfig, SeaCacheSession
+
+STEPS = 12
+SIGMAS = torch.linspace(1.0, 0.0, STEPS + 1).tolist()  # ComfyUI style: the final sigma ends the schedule
+KEYS = ["cond0/0", "uncond0/0"]
+BACKGROUND = (24, 24, 28)
+RED = (231, 76, 60)
+WIDTH, HEIGHT = 640, 240
+PLOT_TOP, PLOT_LEFT = 28, 40
+
+
+@pytest.fixture(scope="module")
+def chart(import_pack_module):
+    return import_pack_module("nodes.timeline_chart")
+
+
+def report_of(session: SeaCacheSession, threshold: float, status: str) -> dict:
+    """What ``nodes.seacache_runtime.report_of`` returns for a session."""
+    report = session.stats.to_dict()
+    report.update(status=status, threshold=threshold, steps=session.steps, summary=session.stats.summary())
+    return report
+
+
+def run_report(threshold: float, max_consecutive: int = -1, status: str = "completed") -> dict:
+    """One CFG run (cond + uncond batched in each call) over latents drifting ever more slowly."""
+    gen = torch.Generator().manual_seed(0)
+    base, drift = torch.randn(2, 4, 3, 8, 8, generator=gen), torch.randn(2, 4, 3, 8, 8, generator=gen)
+    session = SeaCacheSession(SeaCacheConfig(threshold=threshold, max_consecutive=max_consecutive))
+    session.set_schedule(SIGMAS)
+    for step in range(STEPS):
+        hidden = torch.full((2, 5, 8), 1.0 - SIGMAS[step])
+        session.run(lambda h: h * 2.0 + 1.0, hidden, base + 0.02 * step * drift, SIGMAS[step], KEYS)
+    report = report_of(session, threshold, status)
+    session.release()
+    return report
+
+
+# threshold 0 never reuses; 10 with no cap reuses every step it may; 0.1 mixes computed and reused steps
+CASES = {"never": (0.0,), "always": (10.0,), "mixed": (0.1,)}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def report(request):
+    return run_report(*CASES[request.param])
+
+
+def counts(report: dict) -> dict:
+    return {kind: sum(r["decision"] == kind for r in report["records"]) for kind in ("computed", "reused", "forced")}
+
+
+def test_cases_cover_every_combination():
+    assert counts(run_report(0.0)) == {"computed": STEPS - 2, "reused": 0, "forced": 2}
+    assert counts(run_report(10.0)) == {"computed": 0, "reused": STEPS - 2, "forced": 2}
+    mixed = counts(run_report(0.1))
+    assert mixed["computed"] > 0 and mixed["reused"] > 0 and mixed["forced"] == 2
+
+
+def test_summary_text_states_status_steps_threshold_and_counts(chart, report):
+    text = chart.summary_text(report)
+    n = counts(report)
+    full = n["computed"] + n["forced"]
+    lines = text.splitlines()
+    assert lines[0] == f"SeaCache run completed over {STEPS} steps (threshold {report['threshold']}):"
+    assert lines[1].startswith(f"SeaCache: {STEPS} calls, {full} full, {n['reused']} reused, ")
+    assert f"estimated stack speedup {STEPS / full:.2f}x" in lines[1]
+    assert lines[2] == "forced: warmup 1, end 1"
+    letters = {"computed": "C", "reused": "R", "forced": "F"}
+    assert lines[3].endswith(" ".join(letters[r["decision"]] for r in report["records"]))
+
+
+def test_summary_text_of_a_failed_run(chart):
+    text = chart.summary_text(run_report(0.1, status="failed"))
+    assert text.startswith(f"SeaCache run failed over {STEPS} steps (threshold 0.1):\nSeaCache: {STEPS} calls, ")
+
+
+def _has(pixels: np.ndarray, color) -> np.ndarray:
+    return (pixels == np.array(color, dtype=np.uint8)).all(axis=-1)
+
+
+def test_render_timeline_draws_one_bar_per_record(chart, report):
+    img = chart.render_timeline(report, WIDTH, HEIGHT)
+    assert img.mode == "RGB" and img.size == (WIDTH, HEIGHT)
+    pixels = np.asarray(img)
+    n = counts(report)
+    colors = chart.COLORS
+    assert colors["reused"] == (46, 204, 113)
+
+    # the plot area: below the header and legend (text up to y ~20), right of the "thr" label, down to the axis
+    bar_any = np.zeros(pixels.shape[:2], dtype=bool)
+    for color in colors.values():
+        bar_any |= _has(pixels, color)
+    base = int(np.flatnonzero(bar_any.any(axis=1)).max())  # every bar ends on the axis row
+    plot = np.zeros(pixels.shape[:2], dtype=bool)
+    plot[PLOT_TOP : base + 1, PLOT_LEFT:] = True
+    for kind, color in colors.items():
+        assert bool((_has(pixels, color) & plot).any()) == (n[kind] > 0), (kind, n)
+    red = _has(pixels, RED) & plot
+    assert red.any(), "dashed threshold line missing"
+    line_row = int(red.sum(axis=1).argmax())
+    xs = np.flatnonzero(red[line_row])
+    assert len(xs) > 50 and (np.diff(xs) > 1).any()  # across the plot, dashed
+    assert PLOT_TOP < line_row < base
+
+    # bars in the order of the records: one run of pixels each on the axis row, in the record's color
+    runs, start = [], None
+    for x in range(WIDTH + 1):
+        color = tuple(int(v) for v in pixels[base, x]) if x < WIDTH else None
+        kind = next((k for k, c in colors.items() if c == color), None)
+        if start is not None and kind != start[1]:
+            runs.append((start[0], x - 1, start[1]))
+            start = None
+        if kind is not None and start is None:
+            start = (x, kind)
+    assert [kind for _, _, kind in runs] == [r["decision"] for r in report["records"]]
+
+    # a bar's height is its accumulated distance relative to the threshold (dashed line at 1)
+    checked = 0
+    for (x0, x1, kind), record in zip(runs, report["records"]):
+        top = int(np.flatnonzero(_has(pixels[:, (x0 + x1) // 2], colors[kind])).min())
+        acc, threshold = record["accumulated"], report["threshold"]
+        if acc is None or threshold == 0:
+            assert base - top <= 4  # a stub: no distance to show
+            continue
+        rel = acc / threshold
+        if rel < 0.95:
+            assert top > line_row, (record, top, line_row)
+            checked += 1
+        elif rel > 1.05:
+            assert top <= line_row, (record, top, line_row)
+            checked += 1
+    assert checked >= (STEPS - 3 if report["threshold"] > 0 else 0)
+
+
+def test_no_report_renders_the_no_run_message(chart):
+    assert "no run recorded" in chart.summary_text(None)
+    for empty in (None, {"records": []}):
+        img = chart.render_timeline(empty, 320, 120)
+        assert img.mode == "RGB" and img.size == (320, 120)
+        pixels = np.asarray(img)
+        drawn = ~_has(pixels, BACKGROUND)
+        assert drawn.any(), "the 'no run recorded yet' text is missing"
+        ys = np.flatnonzero(drawn.any(axis=1))
+        assert ys.min() >= 120 // 2 - 2  # the message sits at mid height, nothing else is drawn
+        assert not _has(pixels, RED).any()
+        for color in chart.COLORS.values():
+            assert not _has(pixels, color).any()
