@@ -15,12 +15,13 @@ from ..cosmos3.schedule import reference_sigmas
 from .loader import Cosmos3TextIO
 
 LATENT_CHANNELS = 48
-SPATIAL = 16  # VAE downsampling; with the 2x2 patch a token covers 32x32 pixels
-PIXEL_STEP = 32
+SPATIAL = 16  # VAE downsampling; an odd latent size is zero-padded to the 2x2 patch by the model
+PIXEL_STEP = 16
 
 
 def check_size(width: int, height: int, frames: int) -> None:
-    """Raise naming the nearest valid values unless width/height are multiples of 32 and frames is 4k+1."""
+    """Raise naming the nearest valid values unless width/height are multiples of 16 (the VAE factor, as the
+    reference pipeline requires; 720 gives an odd latent of 45, which the model pads) and frames is 4k+1."""
     problems = []
     for name, value in (("width", width), ("height", height)):
         if value % PIXEL_STEP:
@@ -55,8 +56,8 @@ def _text_inputs(default_prompt: str, prompt_tip: str):
     return [
         Cosmos3TextIO.Input("cosmos3_text", tooltip="Tokenizer output of the Cosmos3 Loader."),
         io.String.Input("prompt", multiline=True, default=default_prompt, tooltip=prompt_tip),
-        io.Int.Input("width", default=1280, min=32, max=8192, step=32, tooltip="Video width in pixels (multiple of 32); used by the resolution template."),
-        io.Int.Input("height", default=720, min=32, max=8192, step=32, tooltip="Video height in pixels (multiple of 32); used by the resolution template."),
+        io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Video width in pixels (multiple of 16); used by the resolution template."),
+        io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip="Video height in pixels (multiple of 16); used by the resolution template."),
         io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames (4k+1; 1 = image); used by the duration template."),
         io.Float.Input("fps", default=24.0, min=1.0, max=120.0, step=1.0, tooltip="Frame rate: written into the prompt and used for the model's temporal positions."),
         io.Boolean.Input("resolution_template", default=True, tooltip="Append 'This video is of HxW resolution.' as the reference pipeline does."),
@@ -116,8 +117,8 @@ class Cosmos3EmptyLatentVideo(io.ComfyNode):
             display_name="Cosmos3 Empty Latent Video",
             category="SeaCache/Cosmos3",
             inputs=[
-                io.Int.Input("width", default=1280, min=32, max=8192, step=32, tooltip="Width in pixels (multiple of 32)."),
-                io.Int.Input("height", default=720, min=32, max=8192, step=32, tooltip="Height in pixels (multiple of 32)."),
+                io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Width in pixels (multiple of 16)."),
+                io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip="Height in pixels (multiple of 16)."),
                 io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames, 4k+1 (1 = a single image)."),
                 io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once."),
             ],
@@ -157,8 +158,8 @@ class Cosmos3ImageToVideo(io.ComfyNode):
                 io.Conditioning.Input("negative", tooltip="Negative conditioning from Cosmos3 Text Encode (Negative)."),
                 io.Vae.Input("vae", tooltip="The VAE from the Cosmos3 Loader."),
                 io.Image.Input("start_image", tooltip="First frame; resized (center crop) to width x height."),
-                io.Int.Input("width", default=1280, min=32, max=8192, step=32, tooltip="Width in pixels (multiple of 32)."),
-                io.Int.Input("height", default=720, min=32, max=8192, step=32, tooltip="Height in pixels (multiple of 32)."),
+                io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Width in pixels (multiple of 16)."),
+                io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip="Height in pixels (multiple of 16)."),
                 io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames, 4k+1."),
                 io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once from the same image."),
             ],

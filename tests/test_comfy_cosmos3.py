@@ -109,7 +109,7 @@ def test_memory_estimate_grows_with_sequence_length(tiny):
 @pytest.mark.parametrize(
     "size,message",
     [
-        (dict(width=70, height=64, length=9), "width 70 is not a multiple of 32 \\(nearest: 64 or 96\\)"),
+        (dict(width=70, height=64, length=9), "width 70 is not a multiple of 16 \\(nearest: 64 or 80\\)"),
         (dict(width=64, height=64, length=10), "length 10 is not 4k\\+1 \\(nearest: 9 or 13\\)"),
     ],
 )
@@ -164,3 +164,11 @@ def test_negative_encode_uses_checkpoint_prompt_and_inverse_templates(tiny):
     assert neg == expected
     as_positive = tiny.encode(tiny.text.negative_prompt)[0][1]["cosmos3_tokens"][0].tolist()
     assert as_positive != neg  # the positive node writes "is of", the negative "is not of"
+
+
+def test_recipe_size_720p_is_accepted_with_an_odd_latent(tiny):
+    latent = tiny.ns.run_node("SeaCacheCosmos3EmptyLatentVideo", width=1280, height=720, length=189, batch_size=1).outputs[0]
+    assert list(latent["samples"].shape) == [1, 48, 48, 45, 80]
+    odd = tiny.sample(tiny.model, tiny.encode(width=48, height=80), tiny.encode("", negative=True, width=48, height=80),
+                      tiny.empty(width=48, height=80), steps=2)
+    assert odd.shape[-2:] == (5, 3) and torch.isfinite(odd).all()
