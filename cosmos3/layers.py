@@ -91,14 +91,23 @@ class Cosmos3Layer(nn.Module):
         und = und + self.mlp(self.post_attention_layernorm(und))
         return und, (k_gen, v)
 
-    def gen_step(self, gen, text_k, text_v, cos, sin, mask, attention):
-        """Generator tokens after this layer: full attention over ``[text K/V ; generator K/V]``, then the MLP."""
+    def gen_step(self, gen, text_k, text_v, cos, sin, text_lengths, attention):
+        """Generator tokens after this layer: full attention over ``[text K/V ; generator K/V]``, then the MLP.
+
+        With prompts of different lengths (``text_lengths``) each item attends over its own unpadded text keys,
+        so no attention mask is ever needed (masks disable fast kernels and some backends ignore them)."""
         a = self.self_attn
         x = self.input_layernorm_moe_gen(gen)
         q = apply_rope(a.norm_added_q(_heads(a.add_q_proj(x), self.heads)).transpose(1, 2), cos, sin)
         k = apply_rope(a.norm_added_k(_heads(a.add_k_proj(x), self.kv_heads)).transpose(1, 2), cos, sin)
         v = _heads(a.add_v_proj(x), self.kv_heads).transpose(1, 2)
-        k = torch.cat((text_k, k), dim=2)
-        v = torch.cat((text_v, v), dim=2)
-        gen = gen + a.to_add_out(attention(q, k, v, mask=mask))
+        if text_lengths is None:
+            out = attention(q, torch.cat((text_k, k), dim=2), torch.cat((text_v, v), dim=2))
+        else:
+            out = torch.cat([
+                attention(q[i : i + 1], torch.cat((text_k[i : i + 1, :, :n], k[i : i + 1]), dim=2),
+                          torch.cat((text_v[i : i + 1, :, :n], v[i : i + 1]), dim=2))
+                for i, n in enumerate(text_lengths)
+            ])
+        gen = gen + a.to_add_out(out)
         return gen + self.mlp_moe_gen(self.post_attention_layernorm_moe_gen(gen))

@@ -27,7 +27,7 @@ from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 class GenStackInputs:
     """Everything the generator stack and a step cache need for one call, besides the hidden states."""
 
-    latent: torch.Tensor  # the noisy latent as the caller passed it, [B, C, T, H, W]
+    latent: torch.Tensor  # the noisy latent, conditioned frames clean, [B, C, T, H, W]
     sigma: torch.Tensor  # [B] noise level of each item
     token_ids: torch.Tensor  # [B, L_max] prompt tokens, -1 after each prompt's end
     cos: torch.Tensor  # [B, N, head_dim] rotary tables of the generator tokens
@@ -106,10 +106,8 @@ class Cosmos3Transformer(nn.Module):
             raise ValueError(f"Cosmos3 expects {cfg.latent_channel} latent channels, got {c} (shape {tuple(x.shape)}).")
         token_ids = _batch_rows(token_ids.long(), b)
         clean = frame_mask_from(cond_mask, b, t, x.device)
-        latent_in = x
-        if cond_latent is not None and bool(clean.any()):
-            cond_latent = _batch_rows(cond_latent.to(x), b)
-            x = torch.where(clean[:, None, :, None, None], cond_latent, x)
+        if cond_latent is not None:
+            x = torch.where(clean[:, None, :, None, None], _batch_rows(cond_latent.to(x), b), x)
         patches, grid = patchify(x, cfg.latent_patch_size)
         hidden = self.proj_in(patches)
         sigma = _batch_rows(timestep.reshape(-1).float(), b)
@@ -122,7 +120,7 @@ class Cosmos3Transformer(nn.Module):
             [vision_positions(cfg, int(n), grid, f, x.device) for n, f in zip(lengths.tolist(), fps_rows)]
         )
         cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
-        inputs = GenStackInputs(latent_in, sigma, token_ids, cos, sin, grid, clean, transformer_options or {})
+        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, transformer_options or {})
         return inputs, hidden
 
     # ---------------------------------------------------------------- step 2
@@ -133,12 +131,8 @@ class Cosmos3Transformer(nn.Module):
     def run_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
         """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``."""
         text = self.text_kv(inputs.token_ids, hidden.dtype, inputs.transformer_options)
-        mask = None
-        if text.mask is not None:
-            gen_keys = torch.ones(*text.mask.shape[:-1], hidden.shape[1], dtype=torch.bool, device=hidden.device)
-            mask = torch.cat((text.mask, gen_keys), dim=-1)
         for layer, (k, v) in zip(self.layers, text.layers):
-            hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, mask, self.attention)
+            hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, text.lengths, self.attention)
         return hidden
 
     def text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype, transformer_options: dict | None = None) -> TextKV:
@@ -162,11 +156,8 @@ class Cosmos3Transformer(nn.Module):
         for i, layer in enumerate(self.layers):
             und, layer_kv = layer.text_step(und, cos, sin, self.attention, advance=i < last)
             kv.append(layer_kv)
-        padded = bool((lengths < token_ids.shape[1]).any())
-        mask = None
-        if padded:
-            mask = (torch.arange(token_ids.shape[1], device=token_ids.device)[None] < lengths[:, None])[:, None, None]
-        return TextKV(kv, lengths, mask)
+        lengths = lengths.tolist()
+        return TextKV(kv, lengths if min(lengths) < token_ids.shape[1] else None)
 
     def embed_text(self, token_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """Token embeddings in the compute dtype (hosts with cast-on-the-fly embeddings override this)."""

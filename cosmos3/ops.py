@@ -2,8 +2,8 @@
 
 An ``operations`` object provides ``Linear``, ``RMSNorm`` and ``Embedding`` classes with the
 ``torch.nn`` constructor signatures plus ``device``/``dtype`` keywords. An attention function takes
-``q [B, Hq, Lq, D]``, ``k``/``v [B, Hkv, Lk, D]``, an optional boolean ``mask`` broadcastable to
-``[B, Hq, Lq, Lk]`` (True = attend) and ``causal``, and returns ``[B, Lq, Hq * D]``.
+``q [B, Hq, Lq, D]``, ``k``/``v [B, Hkv, Lk, D]`` and ``causal``, and returns ``[B, Lq, Hq * D]``. The model
+never passes masks (prompts of different lengths attend item by item), so every fast kernel stays usable.
 """
 
 from __future__ import annotations
@@ -48,12 +48,11 @@ def expand_kv_heads(k: torch.Tensor, q_heads: int) -> torch.Tensor:
     return k if k.shape[1] == q_heads else k.repeat_interleave(q_heads // k.shape[1], dim=1)
 
 
-def sdpa_attention(q, k, v, mask=None, causal=False):
+def sdpa_attention(q, k, v, causal=False):
     """Grouped-query attention through ``torch.nn.functional.scaled_dot_product_attention``."""
-    causal = causal and mask is None
     if k.shape[1] != q.shape[1] and _SDPA_HAS_GQA:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     else:
         k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return out.transpose(1, 2).flatten(2)

@@ -17,11 +17,10 @@ TEXT_KV_CACHE_KEY = "cosmos3_text_kv_cache"
 
 @dataclass
 class TextKV:
-    """Keys/values of every layer for a padded batch of prompts, and the key mask of the padding."""
+    """Keys/values of every layer for a padded batch of prompts, and each prompt's length when they differ."""
 
     layers: list[tuple[torch.Tensor, torch.Tensor]]
-    lengths: torch.Tensor  # [B] real prompt lengths
-    mask: torch.Tensor | None  # [B, 1, 1, L_max] True where a text key is real; None when nothing is padded
+    lengths: list[int] | None  # real prompt lengths; None when no prompt is padded
 
 
 class TextKVCache:

@@ -24,15 +24,13 @@ GEN_STACK_WRAPPER = "cosmos3_gen_stack"
 """Wrapper type a step cache registers (``ModelPatcher.add_wrapper_with_key``) to wrap ``run_gen_stack``."""
 
 
-def comfy_attention(q, k, v, mask=None, causal=False):
-    """Generator attention through ComfyUI's optimized attention; the causal text pathway (run once per prompt
-    and run) uses torch SDPA, which supports ``is_causal`` on every backend."""
+def comfy_attention(q, k, v, causal=False):
+    """Generator attention through ComfyUI's optimized attention (which has no grouped-query support, so K/V
+    heads are repeated); the causal text pathway (once per prompt and run) uses torch SDPA's ``is_causal``."""
     if causal:
-        return sdpa_attention(q, k, v, mask, causal=True)
+        return sdpa_attention(q, k, v, causal=True)
     k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])
-    if mask is not None:
-        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, torch.finfo(q.dtype).min)
-    return optimized_attention(q, k, v, heads=q.shape[1], mask=mask, skip_reshape=True)
+    return optimized_attention(q, k, v, heads=q.shape[1], skip_reshape=True)
 
 
 class ComfyCosmos3(Cosmos3Transformer):
@@ -76,7 +74,8 @@ class ComfyCosmos3(Cosmos3Transformer):
 
 class CONDTokens(comfy.conds.CONDRegular):
     """Prompt token ids ``[1, L]``. Prompts of different lengths still batch: shorter ones are padded with -1,
-    which the model masks, so cond and uncond share one call whenever ComfyUI's memory plan allows it."""
+    which the model drops (each item attends only to its own prompt), so cond and uncond share one call whenever
+    ComfyUI's memory plan allows it."""
 
     def can_concat(self, other):
         return self.cond.ndim == other.cond.ndim == 2 and self.cond.device == other.cond.device
@@ -124,10 +123,6 @@ class Cosmos3(comfy.model_base.BaseModel):
         """The network takes sigma itself. With this model's identity mapping that is the timestep already;
         a ModelSamplingSD3-style node patches in a x1000 mapping, which is undone here."""
         return timestep / self.model_sampling.multiplier
-
-    def scale_latent_inpaint(self, sigma, noise, latent_image, **kwargs):
-        """Kept (conditioned) regions are fed clean, as the reference pipeline feeds its conditioning frame."""
-        return latent_image
 
     def memory_required(self, input_shape, cond_shapes={}):
         """Peak activation bytes of one call: linear in the generator token count (memory-efficient attention
