@@ -38,9 +38,11 @@ class BranchState:
 class BranchPlan:
     """What `SeaCacheGate.decide` concluded for one branch; `commit` applies it to the branch state.
 
-    `frozen` branches (off-schedule or repeated evaluations) keep their state untouched. `reason` is why the
-    branch must compute, or None when it alone would reuse. `accumulated` is set only where the distance was
-    accumulated (not on forced steps).
+    `frozen` branches (off-schedule evaluations) keep their state untouched. A `repeat` branch (a second
+    evaluation at the step it already saw, as Heun's corrector-then-step pattern makes) computes and refreshes
+    only the step's indicator and residual record, so the next step compares with and extrapolates from the
+    latest evaluation. `reason` is why the branch must compute, or None when it alone would reuse.
+    `accumulated` is set only where the distance was accumulated (not on forced steps).
     """
 
     key: Hashable
@@ -48,6 +50,7 @@ class BranchPlan:
     frozen: bool
     reason: str | None
     reset: bool = False
+    repeat: bool = False
     distance: float | None = None
     accumulated: float | None = None
     indicator: torch.Tensor | None = field(default=None, repr=False)

@@ -61,12 +61,15 @@ class ResidualHistory:
         return list(self._records)
 
     def append(self, step: int, residual: torch.Tensor) -> None:
-        """Record the residual of a computed step; the oldest record falls out beyond `order + 1`."""
+        """Record the residual of a computed step; the oldest record falls out beyond `order + 1`. A second
+        residual for the newest step (a repeated evaluation at one sigma) replaces that step's record."""
         residual = residual.detach()
         if self.storage == "cpu":
             residual = residual.to("cpu")
         if self._records and self._records[-1][1].shape != residual.shape:
             self._records.clear()
+        if self._records and self._records[-1][0] == int(step):
+            self._records.pop()
         self._records.append((int(step), residual))
 
     def predict(self, step: int, device, dtype: torch.dtype) -> torch.Tensor:

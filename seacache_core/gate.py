@@ -124,16 +124,13 @@ class SeaCacheGate:
     ) -> list[BranchPlan]:
         """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
         kinds = {key: relation(self._states.get(key), step, sigma) for key in groups}
-        active = [key for key in groups if kinds[key] != REPEAT]
-        indicators = {}
-        if active:
-            filtered = self._indicator(latent, sigma)
-            indicators = {key: _select(filtered, groups[key]) for key in active}
-        distances = self._distances([key for key in active if kinds[key] == NEXT], indicators, latent.dtype)
+        filtered = self._indicator(latent, sigma)
+        indicators = {key: _select(filtered, items) for key, items in groups.items()}
+        distances = self._distances([key for key in groups if kinds[key] == NEXT], indicators, latent.dtype)
         plans = []
         for key, items in groups.items():
             if kinds[key] == REPEAT:
-                plans.append(BranchPlan(key, items, frozen=True, reason="repeat"))
+                plans.append(BranchPlan(key, items, frozen=False, reason="repeat", repeat=True, indicator=indicators[key]))
                 continue
             state = self._states.get(key)
             reason = forced_reason(self.config, state, kinds[key], step, num_steps, reuse_allowed)
@@ -233,7 +230,8 @@ class SeaCacheGate:
 
         Pass the stack residual [B, ...] (stack_out - stack_in) when the stack ran, nothing when the predicted
         residual was applied. A residual on a reuse decision means prediction failed and the call was computed
-        ("fallback"). Off-schedule and repeated evaluations record nothing in the branch states. The history
+        ("fallback"). Off-schedule evaluations record nothing in the branch states; a repeated evaluation
+        refreshes only its step's indicator and residual record. The history
         keeps a reference to the residual (no copy when one branch holds the whole batch): do not modify it in
         place afterwards.
         """
@@ -254,6 +252,9 @@ class SeaCacheGate:
                 state.history.clear()
             state.indicator = plan.indicator
             state.indicator_dtype = decision.latent_dtype
+            if plan.repeat:
+                state.history.append(decision.step, _select(residual, plan.items))
+                continue
             state.last_step, state.last_sigma = decision.step, decision.sigma
             if computed:
                 state.acc, state.consecutive = 0.0, 0

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter
+from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter
 
 SHAPE = (1, 3, 4, 6, 8)
 
@@ -229,7 +229,9 @@ def _snapshot(state):
             [(s, id(r)) for s, r in state.history.records])
 
 
-def test_off_schedule_and_repeat_are_computed_reported_and_leave_state():
+def test_off_schedule_and_repeat_are_computed_and_reported():
+    """Off-schedule evaluations leave the state untouched; a repeat at the same step (Heun's step evaluation
+    after its corrector) computes and refreshes only that step's indicator and residual record."""
     gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
     lat, sig = _drifting(8), _sigmas(8)
     for step in range(3):
@@ -238,14 +240,28 @@ def test_off_schedule_and_repeat_are_computed_reported_and_leave_state():
     assert gate.branch_state("c").consecutive == 2
     d, applied = _call(gate, ["c"], lat[3], 0.5 * (sig[2] + sig[3]), None, 8)
     assert not applied and (d.reuse, d.reason) == (False, "off_schedule")
+    assert _snapshot(gate.branch_state("c")) == before
     d, applied = _call(gate, ["c"], lat[3], sig[2], 2, 8)
     assert not applied and (d.reuse, d.reason) == (False, "repeat")
-    assert _snapshot(gate.branch_state("c")) == before
+    state = gate.branch_state("c")
+    assert (state.acc, state.consecutive, state.last_step, state.last_sigma) == before[:4]
+    assert [s for s, _ in state.history.records] == [0, 2]  # the real residual of step 2 joins the history
+    assert torch.allclose(state.indicator, sea_filter(lat[3], sig[2], 3.0).float())
     assert [(r.step, r.decision, r.reason) for r in gate.stats.records[-2:]] == [
         (None, "forced", "off_schedule"), (2, "forced", "repeat")]
-    d, applied = _call(gate, ["c"], lat[3], sig[3], 3, 8)  # the run continues as if nothing happened
+    d, applied = _call(gate, ["c"], lat[3], sig[3], 3, 8)  # the run continues, comparing with the repeat
     assert applied and gate.branch_state("c").consecutive == 3
+    expected = rel_l1(sea_filter(lat[3], sig[3], 3.0), sea_filter(lat[3], sig[2], 3.0))
+    assert d.distance == pytest.approx(expected, rel=1e-4)  # measured against the repeat, not step 2's first call
     assert gate.stats.calls == 6 and gate.stats.full == 3
+
+
+def test_a_second_residual_for_the_newest_step_replaces_it():
+    history = ResidualHistory(order=1)
+    history.append(0, torch.zeros(2))
+    history.append(1, torch.ones(2))
+    history.append(1, torch.full((2,), 3.0))
+    assert [(s, r.tolist()) for s, r in history.records] == [(0, [0.0, 0.0]), (1, [3.0, 3.0])]
 
 
 def test_reset_on_non_adjacent_step():
