@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import Cosmos3Config
+from .ops import precise_dtype
 from .rope import apply_rope
 
 
@@ -41,6 +42,7 @@ class PackedAttention(nn.Module):
         self.add_v_proj = ops.Linear(h, kv, bias=bias, **kw)
         self.to_add_out = ops.Linear(q, h, bias=bias, **kw)
         eps = config.rms_norm_eps
+        kw = dict(device=device, dtype=precise_dtype(dtype))
         if config.qk_norm_for_text:
             self.norm_q = ops.RMSNorm(d, eps=eps, **kw)
             self.norm_k = ops.RMSNorm(d, eps=eps, **kw)
@@ -69,6 +71,7 @@ class Cosmos3Layer(nn.Module):
         self.self_attn = PackedAttention(config, ops, **kw)
         self.mlp = SwiGLU(config, ops, **kw)
         self.mlp_moe_gen = SwiGLU(config, ops, **kw)
+        kw = dict(device=device, dtype=precise_dtype(dtype))
         self.input_layernorm = ops.RMSNorm(h, eps=eps, **kw)
         self.input_layernorm_moe_gen = ops.RMSNorm(h, eps=eps, **kw)
         self.post_attention_layernorm = ops.RMSNorm(h, eps=eps, **kw)

@@ -32,6 +32,15 @@ class RMSNorm(nn.Module):
         return (out * self.weight).to(x.dtype)
 
 
+FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+
+
+def precise_dtype(dtype):
+    """Storage dtype for norm scales, embeddings and the patch projections: bf16 where the big matrices are
+    stored in fp8 (3 mantissa bits would put ~6 % error on every norm scale), the same dtype otherwise."""
+    return torch.bfloat16 if dtype in FP8_DTYPES else dtype
+
+
 class TorchOps:
     """Plain torch layers: the operations used outside ComfyUI (tests, scripts)."""
 

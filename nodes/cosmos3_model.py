@@ -142,7 +142,6 @@ class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
     unet_extra_config = {}
     sampling_settings = {"shift": 10.0, "multiplier": 1.0}
     latent_format = comfy.latent_formats.Wan22
-    memory_usage_factor = 1.0
     supported_inference_dtypes = [torch.bfloat16, torch.float32]
 
     def __init__(self, config: Cosmos3Config):

@@ -95,7 +95,11 @@ def test_reference_schedule_matches_diffusers_unipc(tiny):
 def test_fp8_weights_run(tiny, tmp_path_factory):
     model, _, _ = tiny.ns.run_node("SeaCacheCosmos3Loader", checkpoint=tiny.name, weight_dtype="fp8_e4m3fn").outputs
     assert model.model.diffusion_model.layers[0].mlp_moe_gen.up_proj.weight.dtype == torch.float8_e4m3fn
-    assert model.model.diffusion_model.time_embedder.linear_1.weight.dtype == torch.float32
+    dm = model.model.diffusion_model
+    assert dm.time_embedder.linear_1.weight.dtype == torch.float32
+    assert dm.layers[0].input_layernorm_moe_gen.weight.dtype == torch.bfloat16  # norm scales are not fp8
+    assert dm.layers[0].self_attn.norm_added_q.weight.dtype == torch.bfloat16
+    assert dm.proj_out.weight.dtype == dm.embed_tokens.weight.dtype == torch.bfloat16
     samples = tiny.sample(model, steps=3)
     assert torch.isfinite(samples).all()
 
