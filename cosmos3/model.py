@@ -102,7 +102,7 @@ class Cosmos3Transformer(nn.Module):
     # ---------------------------------------------------------------- step 1
     def prepare(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None):
         """Generator hidden states after ``proj_in`` + time embedding, and the :class:`GenStackInputs`."""
-        cfg, (b, c, t, hgt, wid) = self.config, x.shape
+        cfg, (b, c, t) = self.config, x.shape[:3]
         if c != cfg.latent_channel:
             raise ValueError(f"Cosmos3 expects {cfg.latent_channel} latent channels, got {c} (shape {tuple(x.shape)}).")
         token_ids = _batch_rows(token_ids.long(), b)

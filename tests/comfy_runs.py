@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-import pytest
 import torch
 
 import comfyui_harness
@@ -63,12 +62,6 @@ def load_tiny(comfy, tmp_path_factory) -> Tiny:
     pack = comfyui_harness.load_pack_with_comfyui_loader(comfy)
     model, vae, text = comfy.run_node("SeaCacheCosmos3Loader", checkpoint="cosmos3-tiny", weight_dtype="default").outputs
     return Tiny(comfy, pack, "cosmos3-tiny", model, vae, text)
-
-
-@pytest.fixture(scope="session")
-def tiny(comfy, tmp_path_factory):
-    pytest.importorskip("diffusers")
-    return load_tiny(comfy, tmp_path_factory)
 
 
 class LayerCalls:

@@ -45,3 +45,12 @@ def tiny_vae_dir(tmp_path_factory):
     """A tiny random Wan2.2-layout diffusers VAE folder (seed 0), written once per session."""
     tiny = comfyui_harness.import_pack_module("scripts.tiny_vae")
     return Path(tiny.write_tiny_vae(tmp_path_factory.mktemp("tiny_vae"), seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny(comfy, tmp_path_factory):
+    """The tiny Cosmos3 checkpoint loaded through this pack's Cosmos3 Loader in the ComfyUI session."""
+    pytest.importorskip("diffusers")
+    from comfy_runs import load_tiny
+
+    return load_tiny(comfy, tmp_path_factory)

@@ -4,7 +4,7 @@ I2V conditioning, the reference schedule and clear errors."""
 import pytest
 import torch
 
-from comfy_runs import LayerCalls, rel, tiny  # noqa: F401  (fixture)
+from comfy_runs import LayerCalls, rel
 
 
 def decode(tiny, samples):

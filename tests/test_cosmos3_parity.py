@@ -17,7 +17,7 @@ def native_from(ref) -> Cosmos3Transformer:
     cfg = Cosmos3Config.from_dict(dict(ref.config))
     model = Cosmos3Transformer(cfg).float().eval()
     sd = {k: v for k, v in ref.state_dict().items() if not is_unused_key(k)}
-    missing, unexpected = model.load_state_dict(sd, strict=True), None
+    model.load_state_dict(sd, strict=True)
     return model
 
 
