@@ -5,7 +5,7 @@ from __future__ import annotations
 import comfy.patcher_extension
 from comfy_api.latest import io
 
-from ..seacache_core import SeaCacheConfig
+from ..seacache_core import SeaCacheConfig, validate_window
 from .cosmos3_model import GEN_STACK_WRAPPER, Cosmos3
 from .seacache_runtime import SETTINGS_KEY, SeaCacheSettings, gen_stack_wrapper, outer_sample_wrapper
 
@@ -59,8 +59,7 @@ class SeaCacheApply(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage):
-        if start_percent > end_percent:
-            raise ValueError(f"start_percent ({start_percent}) must not exceed end_percent ({end_percent}): swap them.")
+        validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
             order=int(residual_order),

@@ -62,13 +62,6 @@ class ComfyRun:
         return keys[:batch]
 
 
-def report_of(session: SeaCacheSession, settings: SeaCacheSettings, status: str) -> dict:
-    """The JSON report the Stats node and the browser read: statistics, status and the run's parameters."""
-    report = session.stats.to_dict()
-    report.update(status=status, threshold=settings.config.threshold, steps=session.steps, summary=session.stats.summary())
-    return report
-
-
 def outer_sample_wrapper(executor, *args, **kwargs):
     """Create the run's session for this sampling run only; publish its report and free it however it ends."""
     guider = executor.class_obj
@@ -81,7 +74,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
         status = "completed"
         return out
     finally:
-        settings.last_run = report_of(session, settings, status)
+        settings.last_run = session.report(status)
         session.release()
 
 

@@ -98,9 +98,7 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float,
         sample(session)
         times.append(time.perf_counter() - start)
     print(session.stats.summary())
-    report = session.stats.to_dict()
-    report.update(status="completed", threshold=session.gate.config.threshold, steps=session.steps)
-    return times[1], times[2], report
+    return times[1], times[2], session.report("completed")
 
 
 def main() -> None:

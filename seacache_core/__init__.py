@@ -9,7 +9,7 @@ from .extrapolate import ResidualHistory, extrapolate_residual
 from .gate import Decision, SeaCacheGate
 from .replay import replay
 from .sea_filter import GainCache, sea_filter, sea_gain
-from .session import SeaCacheSession
+from .session import SeaCacheSession, validate_window
 from .stats import RunStats, StepRecord
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "replay",
     "sea_filter",
     "sea_gain",
+    "validate_window",
 ]

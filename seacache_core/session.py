@@ -18,15 +18,20 @@ from .gate import SeaCacheGate
 from .stats import RunStats
 
 
+def validate_window(start_percent: float, end_percent: float) -> None:
+    """Raise ValueError unless 0 <= start_percent <= end_percent <= 1 (the reuse window, as step fractions)."""
+    if not 0.0 <= start_percent <= end_percent <= 1.0:
+        raise ValueError(
+            f"start_percent ({start_percent}) and end_percent ({end_percent}) must satisfy 0 <= start <= end <= 1."
+        )
+
+
 class SeaCacheSession:
     """Gate, schedule and reuse window of one run. ``start_percent``/``end_percent`` bound the fraction of
     the schedule's steps (step / steps) where reuse is allowed; evaluations off the schedule always compute."""
 
     def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0):
-        if not 0.0 <= start_percent <= end_percent <= 1.0:
-            raise ValueError(
-                f"start_percent ({start_percent}) and end_percent ({end_percent}) must satisfy 0 <= start <= end <= 1."
-            )
+        validate_window(start_percent, end_percent)
         self.gate = SeaCacheGate(config)
         self.start_percent = start_percent
         self.end_percent = end_percent
@@ -80,6 +85,13 @@ class SeaCacheSession:
         out = stack(stack_in)
         self.gate.commit(decision, out - stack_in)
         return out
+
+    def report(self, status: str) -> dict:
+        """JSON report of the run for displays (Stats node, browser, demo): the statistics plus the run's
+        status ("completed"/"failed"), threshold, step count and text summary."""
+        report = self.stats.to_dict()
+        report.update(status=status, threshold=self.gate.config.threshold, steps=self.steps, summary=self.stats.summary())
+        return report
 
     def release(self) -> None:
         """Free every tensor the run holds (statistics stay readable)."""

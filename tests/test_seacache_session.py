@@ -65,3 +65,13 @@ def test_off_schedule_sigma_always_computes():
     _, real_calls = drive(s, slowly_changing(4), sigmas=[1.0, 0.95, 0.85, 0.75, 0.0])
     assert real_calls == 4
     assert [r.reason for r in s.stats.records[1:]] == ["off_schedule"] * 3
+
+
+def test_report_carries_stats_and_run_parameters():
+    s = SeaCacheSession(SeaCacheConfig(threshold=0.5, max_consecutive=-1))
+    s.set_schedule(SIGMAS)
+    drive(s, slowly_changing(8))
+    report = s.report("failed")
+    assert (report["status"], report["threshold"], report["steps"]) == ("failed", 0.5, 8)
+    assert report["calls"] == 8 and report["reused"] == s.stats.reused and len(report["records"]) == 8
+    assert report["summary"] == s.stats.summary()

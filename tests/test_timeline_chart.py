@@ -1,8 +1,7 @@
 """The SeaCache Stats renderings (nodes/timeline_chart.py) on real run reports; no ComfyUI needed.
 
-Reports come from a real ``SeaCacheSession`` driven over a schedule with a fake stack, shaped exactly as the
-runtime's ``report_of`` builds them (``nodes/seacache_runtime.py`` imports ComfyUI, so its three lines are
-mirrored here).
+Reports come from a real ``SeaCacheSession`` driven over a schedule with a fake stack, built by
+``SeaCacheSession.report`` exactly as the ComfyUI runtime publishes them.
 """
 
 from __future__ import annotations
@@ -27,13 +26,6 @@ def chart(import_pack_module):
     return import_pack_module("nodes.timeline_chart")
 
 
-def report_of(session: SeaCacheSession, threshold: float, status: str) -> dict:
-    """What ``nodes.seacache_runtime.report_of`` returns for a session."""
-    report = session.stats.to_dict()
-    report.update(status=status, threshold=threshold, steps=session.steps, summary=session.stats.summary())
-    return report
-
-
 def run_report(threshold: float, max_consecutive: int = -1, status: str = "completed") -> dict:
     """One CFG run (cond + uncond batched in each call) over latents drifting ever more slowly."""
     gen = torch.Generator().manual_seed(0)
@@ -43,7 +35,7 @@ def run_report(threshold: float, max_consecutive: int = -1, status: str = "compl
     for step in range(STEPS):
         hidden = torch.full((2, 5, 8), 1.0 - SIGMAS[step])
         session.run(lambda h: h * 2.0 + 1.0, hidden, base + 0.02 * step * drift, SIGMAS[step], KEYS)
-    report = report_of(session, threshold, status)
+    report = session.report(status)
     session.release()
     return report
 
