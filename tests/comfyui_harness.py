@@ -215,6 +215,13 @@ def node_class(ns: SimpleNamespace, name: str):
         raise KeyError(f"node {name!r} is not registered; load its comfy_extras file with ns.load_extra_nodes(...)") from None
 
 
+def _class_clone_argument(cls, hidden: dict):
+    """What ``PREPARE_CLASS_CLONE`` takes in this ComfyUI: the hidden inputs themselves (0.3.x) or the V3 data
+    dict that holds them under ``hidden_inputs`` (later versions), told apart by the parameter's name."""
+    params = list(inspect.signature(cls.PREPARE_CLASS_CLONE).parameters)
+    return {"hidden_inputs": hidden} if params and params[0] == "v3_data" else hidden
+
+
 def run_node(ns: SimpleNamespace, name: str, hidden: dict | None = None, **inputs) -> SimpleNamespace:
     """Execute one node outside the executor, the way ``execution.py`` calls it.
 
@@ -229,7 +236,7 @@ def run_node(ns: SimpleNamespace, name: str, hidden: dict | None = None, **input
     cls = node_class(ns, name)
     if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):
         cls.VALIDATE_CLASS()
-        clone = cls.PREPARE_CLASS_CLONE(hidden or {})
+        clone = cls.PREPARE_CLASS_CLONE(_class_clone_argument(cls, hidden or {}))
         fn = make_locked_method_func(cls, cls.FUNCTION, clone)
     else:
         fn = getattr(cls(), cls.FUNCTION)

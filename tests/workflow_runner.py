@@ -9,7 +9,8 @@ With a ComfyUI session (``comfyui_harness.comfy_session``):
   ``to_api_prompt`` converts the UI graph into the API prompt the frontend posts to ``/prompt``: widget inputs
   (schema order; linked inputs are not widgets) take ``widgets_values`` in order, skipping the frontend-only
   values (the "control_after_generate" combo after seed-like INT/COMBO widgets, and the upload button of
-  ``image_upload`` combos, appended after the required inputs); linked inputs become ``[from_id, from_slot]``;
+  ``image_upload`` combos, appended after the required inputs); widgets a node gained after the workflow was
+  saved (fewer values than widgets) take their defaults, as the frontend gives them; linked inputs become ``[from_id, from_slot]``;
   virtual nodes (Note, MarkdownNote) are left out. ``validate_api_prompt`` runs ComfyUI's own
   ``execution.validate_prompt`` on it (combo options, ranges, types, required inputs). ``run_ui_workflow``
   executes the nodes in topological order with ``ns.run_node`` and returns every node's outputs and ui.
@@ -239,6 +240,16 @@ def _has_control_widget(name: str, typ, opts: dict) -> bool:
     return (isinstance(typ, (list, tuple)) or typ == "COMBO") and bool(opts.get("control_after_generate"))
 
 
+def _widget_default(name: str, typ, opts: dict, node: dict):
+    """The value the frontend gives a widget that has no saved value: its default, else a combo's first option."""
+    if "default" in opts:
+        return opts["default"]
+    options = typ if isinstance(typ, (list, tuple)) else opts.get("options")
+    if options:
+        return options[0]
+    raise ValueError(f"node {node['id']} ({node['type']}): widget {name!r} has no saved value and no default")
+
+
 def widget_inputs(ns, node: dict) -> dict[str, Any]:
     """The node's widget values by input name (``widgets_values`` mapped onto its widget inputs)."""
     cls = ns.node(node["type"])
@@ -248,8 +259,10 @@ def widget_inputs(ns, node: dict) -> dict[str, Any]:
     specs = _input_specs(cls)
     for k, (section, name, typ, opts, is_widget) in enumerate(specs):
         if is_widget:
-            if pos >= len(values):
-                raise ValueError(f"node {node['id']} ({node['type']}): no widgets_values entry for {name!r} (has {values!r})")
+            if pos >= len(values):  # a widget the node gained after the workflow was saved: the frontend
+                if name not in linked:  # leaves it at its default, and so does this runner
+                    out[name] = _widget_default(name, typ, opts, node)
+                continue
             if name not in linked:  # a widget converted to a linked input keeps its value but is not used
                 out[name] = values[pos]
             pos += 1 + _has_control_widget(name, typ, opts)
@@ -258,7 +271,7 @@ def widget_inputs(ns, node: dict) -> dict[str, Any]:
         if upload and section == "required" and last_required:
             pos += 1  # the upload button the frontend appends to the required inputs ("image")
             upload = False
-    if pos != len(values):
+    if pos < len(values):
         raise ValueError(f"node {node['id']} ({node['type']}): {len(values)} widgets_values for {pos} widget slots: {values!r}")
     return out
 
