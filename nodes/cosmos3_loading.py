@@ -19,12 +19,18 @@ import comfy.patcher_extension
 import comfy.utils
 
 from ..cosmos3 import check_checkpoint, expected_tensors, read_config, require_cosmos3_keys, shard_files, tensor_shapes
-from .cosmos3_model import Cosmos3ModelConfig, keep_conditioned_outer_sample, text_kv_outer_sample
+from .cosmos3_model import (
+    Cosmos3ModelConfig,
+    estimate_with_sampling_patcher,
+    keep_conditioned_outer_sample,
+    text_kv_outer_sample,
+)
 
 log = logging.getLogger(__name__)
 
 TEXT_KV_WRAPPER_KEY = "cosmos3_text_kv"
 KEEP_WRAPPER_KEY = "cosmos3_keep_conditioned"
+ESTIMATE_WRAPPER_KEY = "cosmos3_memory_estimate"
 WEIGHT_DTYPES = {"default": None, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
 
@@ -44,22 +50,22 @@ def is_dynamic(patcher) -> bool:
 @torch.no_grad()
 def load_shards(diffusion_model: torch.nn.Module, files: list[str], expected: dict, assign: bool) -> int:
     """Load each shard through ``load_state_dict`` (so ComfyUI's operations receive their weights, lazily built
-    ones included), one shard at a time, each tensor cast to the dtype the model stores it in. Returns the count."""
+    ones included), module by module, each tensor cast to the dtype the model stores it in just before its module
+    takes it: host memory stays near one copy of the weights. Returns the number of tensors loaded."""
     loaded = 0
     for file in files:
-        shard = comfy.utils.load_torch_file(file)
-        by_module = defaultdict(dict)
-        for key in [k for k in shard if k in expected]:
-            module, _, name = key.rpartition(".")
-            by_module[module][name] = shard.pop(key).to(expected[key][1])
-        shard.clear()
-        for module, tensors in by_module.items():
-            target = diffusion_model.get_submodule(module)
-            _, unexpected = target.load_state_dict(tensors, strict=False, assign=assign)
+        shard = comfy.utils.load_torch_file(file)  # mmap-backed: pages are read as tensors are used
+        by_module = defaultdict(list)
+        for key in shard:
+            if key in expected:
+                by_module[key.rpartition(".")[0]].append(key)
+        for module, keys in by_module.items():
+            tensors = {key.rpartition(".")[2]: shard.pop(key).to(expected[key][1]) for key in keys}
+            _, unexpected = diffusion_model.get_submodule(module).load_state_dict(tensors, strict=False, assign=assign)
             if unexpected:
                 raise RuntimeError(f"Cosmos3: module {module!r} rejected {unexpected} while loading {file}.")
             loaded += len(tensors)
-        by_module.clear()
+        shard.clear()
     return loaded
 
 
@@ -78,7 +84,8 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     Checks the checkpoint against its config from the safetensors headers before reading any weight (errors name
     the path and the keys), builds the model without initialising weights, and loads it shard by shard through
     ComfyUI's loading path. fp8 weight dtypes store fp8 and compute in bf16/fp32. The per-run text K/V cache and
-    the exact return of conditioned (I2V) frames are installed as outer-sample wrappers. Registered as the patcher's
+    the exact return of conditioned (I2V) frames are installed as outer-sample wrappers, and the memory estimate
+    sees the sampling patcher's options through a prepare-sampling wrapper. Registered as the patcher's
     ``cached_patcher_init`` so ComfyUI can rebuild it (``disable_dynamic`` is what it passes for that).
     """
     if weight_dtype not in WEIGHT_DTYPES:
@@ -102,5 +109,7 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     outer_sample = comfy.patcher_extension.WrappersMP.OUTER_SAMPLE
     patcher.add_wrapper_with_key(outer_sample, TEXT_KV_WRAPPER_KEY, text_kv_outer_sample)
     patcher.add_wrapper_with_key(outer_sample, KEEP_WRAPPER_KEY, keep_conditioned_outer_sample)
+    prepare = comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING
+    patcher.add_wrapper_with_key(prepare, ESTIMATE_WRAPPER_KEY, estimate_with_sampling_patcher)
     patcher.cached_patcher_init = (load_cosmos3_model, (path, weight_dtype))
     return patcher

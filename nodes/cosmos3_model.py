@@ -202,3 +202,16 @@ def keep_conditioned_outer_sample(executor, noise, latent_image, sampler, sigmas
         return out
     mask = comfy.sampler_helpers.prepare_mask(denoise_mask, out.shape, out.device)
     return out * mask + latent_image.to(out) * (1.0 - mask)
+
+
+def estimate_with_sampling_patcher(executor, model, *args, **kwargs):
+    """Make the patcher being prepared the model's current patcher while ComfyUI estimates its memory (ComfyUI does
+    so itself right after), so :meth:`Cosmos3.memory_required` sees its options (SeaCache's residual history) on
+    versions whose estimate passes no ``model_options``. The previous value comes back however it ends."""
+    base = model.model
+    previous = base.current_patcher
+    base.current_patcher = model
+    try:
+        return executor(model, *args, **kwargs)
+    finally:
+        base.current_patcher = previous

@@ -127,6 +127,20 @@ def test_memory_estimate_counts_seacache_history_and_takes_newer_keywords(tiny):
         m.current_patcher = None
 
 
+def test_load_time_estimate_counts_seacache_history(tiny, monkeypatch):
+    """The memory ComfyUI frees before sampling includes SeaCache's residual history (2 branches of order + 1
+    residuals), also where its estimate passes no model options."""
+    asked = []
+    load = tiny.ns.mm.load_models_gpu
+    monkeypatch.setattr(tiny.ns.mm, "load_models_gpu", lambda models, memory_required=0, **kw: (asked.append(memory_required), load(models, memory_required=memory_required, **kw))[1])
+    tiny.sample(tiny.model, steps=1)
+    tiny.sample(tiny.seacache(), steps=1)
+    cfg = tiny.model.model.diffusion_model.config
+    history = 2 * 2 * cfg.token_count(3, 4, 4) * cfg.hidden_size * 4  # SIZE 64x64x9 -> latent 3x4x4, fp32
+    assert asked[1] - asked[0] == pytest.approx(history)
+    assert tiny.model.model.current_patcher is None
+
+
 def test_attention_overrides_apply_to_cosmos3(tiny):
     """An attention-override node's function (``optimized_attention_override``) runs every generator attention,
     receives grouped K/V unrepeated where this ComfyUI supports it, and gives the same result as without it."""
