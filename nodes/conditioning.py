@@ -1,4 +1,5 @@
-"""Cosmos3 prompt encoding, empty latents, image-to-video conditioning and the reference sigma schedule."""
+"""Cosmos3 latents (the one place a workflow sets width, height and length), image-to-video conditioning and the
+reference sigma schedule."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import node_helpers
 from comfy_api.latest import io
 
 from ..cosmos3.schedule import reference_sigmas
-from .loader import Cosmos3TextIO
 
 LATENT_CHANNELS = 48
 SPATIAL = 16  # VAE downsampling; an odd latent size is zero-padded to the 2x2 patch by the model
@@ -37,74 +37,6 @@ def check_size(width: int, height: int, frames: int) -> None:
 def latent_shape(batch: int, width: int, height: int, frames: int) -> list[int]:
     """ComfyUI latent shape of a Cosmos3 clip (Wan2.2 VAE: 4x temporal, 16x spatial, 48 channels)."""
     return [batch, LATENT_CHANNELS, (frames - 1) // 4 + 1, height // SPATIAL, width // SPATIAL]
-
-
-def encode_conditioning(text, prompt, negative, width, height, frames, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
-    """CONDITIONING carrying the prompt's token ids (templates and chat template applied) and the fps."""
-    check_size(width, height, frames)
-    ids = text.tokenizer.encode(
-        prompt, negative=negative, width=width, height=height, frames=frames, fps=fps,
-        resolution_template=resolution_template, duration_template=duration_template,
-        use_system_prompt=use_system_prompt, system_prompt=system_prompt.strip() or None,
-    )
-    tokens = torch.tensor([ids], dtype=torch.long)
-    size = latent_shape(1, width, height, frames)[2:]
-    return [[torch.zeros((1, 1, 1)), {"cosmos3_tokens": tokens, "cosmos3_fps": float(fps), "cosmos3_latent_size": size}]]
-
-
-def _text_inputs(default_prompt: str, prompt_tip: str):
-    return [
-        Cosmos3TextIO.Input("cosmos3_text", tooltip="Tokenizer output of the Cosmos3 Loader."),
-        io.String.Input("prompt", multiline=True, default=default_prompt, tooltip=prompt_tip),
-        io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Video width in pixels (multiple of 16); used by the resolution template."),
-        io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip="Video height in pixels (multiple of 16); used by the resolution template."),
-        io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames (4k+1; 1 = image); used by the duration template."),
-        io.Float.Input("fps", default=24.0, min=1.0, max=120.0, step=1.0, tooltip="Frame rate: written into the prompt and used for the model's temporal positions."),
-        io.Boolean.Input("resolution_template", default=True, tooltip="Append 'This video is of HxW resolution.' as the reference pipeline does."),
-        io.Boolean.Input("duration_template", default=True, tooltip="Append 'The video is N seconds long and is of F FPS.' (video only)."),
-        io.Boolean.Input("use_system_prompt", default=True, tooltip="Start the chat with Cosmos3's system prompt (the reference default)."),
-        io.String.Input("system_prompt", multiline=True, default="", tooltip="Custom system prompt; empty = the reference video/image system prompt."),
-    ]
-
-
-class Cosmos3TextEncode(io.ComfyNode):
-    """Positive prompt -> CONDITIONING for Cosmos3."""
-
-    NEGATIVE = False
-
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeaCacheCosmos3TextEncode",
-            display_name="Cosmos3 Text Encode",
-            category="SeaCache/Cosmos3",
-            description="Tokenize a prompt the way the Cosmos3 pipeline does; the transformer itself encodes the text.",
-            inputs=_text_inputs("", "What to generate."),
-            outputs=[io.Conditioning.Output()],
-        )
-
-    @classmethod
-    def execute(cls, cosmos3_text, prompt, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
-        if cls.NEGATIVE:
-            prompt = prompt.strip() or cosmos3_text.negative_prompt
-        return io.NodeOutput(encode_conditioning(cosmos3_text, prompt, cls.NEGATIVE, width, height, length, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
-
-
-class Cosmos3TextEncodeNegative(Cosmos3TextEncode):
-    """Negative prompt (default: the checkpoint's assets/negative_prompt.json) with the 'is not' templates."""
-
-    NEGATIVE = True
-
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeaCacheCosmos3TextEncodeNegative",
-            display_name="Cosmos3 Text Encode (Negative)",
-            category="SeaCache/Cosmos3",
-            description="Negative prompt with the inverse templates; empty prompt = the checkpoint's recommended negative prompt.",
-            inputs=_text_inputs("", "What to avoid; empty = the checkpoint's assets/negative_prompt.json (or nothing)."),
-            outputs=[io.Conditioning.Output()],
-        )
 
 
 class Cosmos3EmptyLatentVideo(io.ComfyNode):
@@ -154,8 +86,8 @@ class Cosmos3ImageToVideo(io.ComfyNode):
             category="SeaCache/Cosmos3",
             description="Image-to-video conditioning: the start image becomes latent frame 0 and stays clean through sampling. RGBA images lose alpha; of a batch only the first image is used.",
             inputs=[
-                io.Conditioning.Input("positive", tooltip="Positive conditioning from Cosmos3 Text Encode."),
-                io.Conditioning.Input("negative", tooltip="Negative conditioning from Cosmos3 Text Encode (Negative)."),
+                io.Conditioning.Input("positive", tooltip="Positive conditioning from Cosmos3 Prompt."),
+                io.Conditioning.Input("negative", tooltip="Negative conditioning from Cosmos3 Prompt (Negative)."),
                 io.Vae.Input("vae", tooltip="The VAE from the Cosmos3 Loader."),
                 io.Image.Input("start_image", tooltip="First frame; resized (center crop) to width x height."),
                 io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Width in pixels (multiple of 16)."),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 
 import torch
 
@@ -64,7 +63,7 @@ class ComfyCosmos3(Cosmos3Transformer):
         if token_ids is None:
             raise ValueError(
                 "Cosmos3 got no prompt tokens: its positive and negative inputs must come from "
-                "'Cosmos3 Text Encode' (or 'Cosmos3 Text Encode (Negative)')."
+                "'Cosmos3 Prompt' (or 'Cosmos3 Prompt (Negative)')."
             )
         return comfy.patcher_extension.WrapperExecutor.new_class_executor(
             super().forward,
@@ -103,17 +102,6 @@ class CONDTokens(comfy.conds.CONDRegular):
         return torch.cat([torch.nn.functional.pad(r, (0, width - r.shape[1]), value=-1) for r in rows])
 
 
-def warn_on_size_mismatch(prompt_size, noise) -> None:
-    """The prompt templates state a resolution and duration; warn when they describe another latent size."""
-    if prompt_size is None or noise is None or noise.ndim != 5 or list(noise.shape[2:]) == list(prompt_size):
-        return
-    logging.getLogger(__name__).warning(
-        "Cosmos3: the text-encode node's width/height/length give latent size %s but the sampled latent is %s; "
-        "set the same width, height and length on the text-encode and latent nodes.",
-        list(prompt_size), list(noise.shape[2:]),
-    )
-
-
 class Cosmos3(comfy.model_base.BaseModel):
     """Flow-matching BaseModel for Cosmos3 (velocity output, sigma passed through as the timestep)."""
 
@@ -121,12 +109,12 @@ class Cosmos3(comfy.model_base.BaseModel):
         super().__init__(model_config, comfy.model_base.ModelType.FLOW, device=device, unet_model=ComfyCosmos3)
 
     def extra_conds(self, **kwargs):
-        """Prompt tokens and fps from the text-encode node; the I2V conditioning latent and per-frame mask."""
+        """Prompt tokens for the sampled latent's size (the prompt states it) and fps from the prompt node; the I2V
+        conditioning latent and per-frame mask."""
         out = {}
-        warn_on_size_mismatch(kwargs.get("cosmos3_latent_size"), kwargs.get("noise"))
-        tokens = kwargs.get("cosmos3_tokens")
-        if tokens is not None:
-            out["token_ids"] = CONDTokens(tokens)
+        prompt, noise = kwargs.get("cosmos3_prompt"), kwargs.get("noise")
+        if prompt is not None and noise is not None:
+            out["token_ids"] = CONDTokens(prompt.token_ids(noise.shape))
         fps = kwargs.get("cosmos3_fps")
         if fps is not None:
             out["fps"] = comfy.conds.CONDConstant(float(fps))

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from comfy_api.latest import ComfyExtension, io
 
-from .conditioning import (
-    Cosmos3EmptyLatentVideo,
-    Cosmos3ImageToVideo,
-    Cosmos3Scheduler,
-    Cosmos3TextEncode,
-    Cosmos3TextEncodeNegative,
-)
+from .conditioning import Cosmos3EmptyLatentVideo, Cosmos3ImageToVideo, Cosmos3Scheduler
+from .cosmos3_prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative, Cosmos3TextEncode, Cosmos3TextEncodeNegative
 from .loader import Cosmos3Loader
 from .seacache_apply import SeaCacheApply
 from .seacache_stats import SeaCacheStats
@@ -22,6 +17,8 @@ class SeaCacheExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         return [
             Cosmos3Loader,
+            Cosmos3PromptEncode,
+            Cosmos3PromptEncodeNegative,
             Cosmos3TextEncode,
             Cosmos3TextEncodeNegative,
             Cosmos3EmptyLatentVideo,

@@ -105,7 +105,7 @@ class Cosmos3Loader(io.ComfyNode):
             outputs=[
                 io.Model.Output(display_name="MODEL"),
                 io.Vae.Output(display_name="VAE"),
-                Cosmos3TextIO.Output(display_name="COSMOS3_TEXT", tooltip="Tokenizer and default negative prompt for the Cosmos3 text-encode nodes."),
+                Cosmos3TextIO.Output(display_name="COSMOS3_TEXT", tooltip="Tokenizer and default negative prompt for the Cosmos3 prompt nodes."),
             ],
         )
 

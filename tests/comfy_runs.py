@@ -28,9 +28,9 @@ class Tiny:
     vae: object
     text: object
 
-    def encode(self, prompt="a red fox running through snow", negative=False, **size):
-        node = "SeaCacheCosmos3TextEncodeNegative" if negative else "SeaCacheCosmos3TextEncode"
-        return self.ns.run_node(node, cosmos3_text=self.text, prompt=prompt, **{**SIZE, **size}, **TEXT_DEFAULTS).outputs[0]
+    def encode(self, prompt="a red fox running through snow", negative=False):
+        node = "SeaCacheCosmos3PromptEncodeNegative" if negative else "SeaCacheCosmos3PromptEncode"
+        return self.ns.run_node(node, cosmos3_text=self.text, prompt=prompt, **TEXT_DEFAULTS).outputs[0]
 
     def empty(self, batch_size=1, **size):
         return self.ns.run_node("SeaCacheCosmos3EmptyLatentVideo", **{**SIZE, **size}, batch_size=batch_size).outputs[0]
@@ -83,6 +83,12 @@ class LayerCalls:
     def close(self):
         for layer in self.layers:
             del layer.gen_step, layer.text_step
+
+
+def prompt_ids(conditioning, size=SIZE) -> list[int]:
+    """The token ids a Cosmos3 prompt conditioning gets for a latent of the given pixel size."""
+    shape = [1, 48, (size["length"] - 1) // 4 + 1, size["height"] // 16, size["width"] // 16]
+    return conditioning[0][1]["cosmos3_prompt"].token_ids(shape)[0].tolist()
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from comfy_runs import LayerCalls, rel
+from comfy_runs import TEXT_DEFAULTS, LayerCalls, prompt_ids, rel
 
 
 def decode(tiny, samples):
@@ -41,7 +41,7 @@ def test_comfy_path_equals_native_model(tiny):
 
     dm = tiny.model.model.diffusion_model
     positive = tiny.encode()
-    ids = positive[0][1]["cosmos3_tokens"]
+    ids = torch.tensor([prompt_ids(positive)])
     x = torch.randn(1, 48, 3, 4, 4, generator=torch.Generator().manual_seed(5))
     sigma = torch.tensor([0.8])
     conds = comfy.samplers.encode_model_conds(tiny.model.model.extra_conds, comfy.sampler_helpers.convert_cond(positive), x, "cpu", "positive")
@@ -74,7 +74,7 @@ def test_batched_cond_uncond_and_text_kv_once_per_run(tiny):
     try:
         positive = tiny.encode("a much longer prompt about a red fox running through deep fresh snow at dawn")
         negative = tiny.encode("", negative=True)
-        assert positive[0][1]["cosmos3_tokens"].shape[1] != negative[0][1]["cosmos3_tokens"].shape[1]
+        assert len(prompt_ids(positive)) != len(prompt_ids(negative))
         tiny.sample(tiny.model, positive, negative, steps=5)
     finally:
         counter.close()
@@ -174,8 +174,6 @@ def test_attention_overrides_apply_to_cosmos3(tiny):
 def test_bad_sizes_name_the_nearest_valid_values(tiny, size, message):
     with pytest.raises(ValueError, match=message):
         tiny.ns.run_node("SeaCacheCosmos3EmptyLatentVideo", **size, batch_size=1)
-    with pytest.raises(ValueError, match=message):
-        tiny.encode(**size)
 
 
 def test_i2v_image_batch_uses_first_image(tiny):
@@ -206,27 +204,38 @@ def test_model_sampling_sd3_node_keeps_the_model_on_sigma(tiny):
     assert rel(tiny.sample(patched, steps=6), tiny.sample(tiny.model, steps=6)) < 1e-5
 
 
-def test_prompt_size_mismatch_is_warned(tiny, caplog):
-    with caplog.at_level("WARNING"):
-        tiny.sample(tiny.model, tiny.encode(width=128), tiny.encode("", negative=True), steps=2)
-    assert "set the same width, height and length" in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING"):
-        tiny.sample(tiny.model, steps=2)
-    assert "set the same width" not in caplog.text
+def test_prompt_states_the_sampled_latent_size(tiny):
+    """The resolution and duration sentences follow the latent actually sampled (set once, on the latent node)."""
+    positive = tiny.encode()
+    small, large = prompt_ids(positive), prompt_ids(positive, dict(width=128, height=64, length=13))
+    assert small != large
+    expected = tiny.text.tokenizer.encode("a red fox running through snow", negative=False, width=128, height=64, frames=13, fps=24.0)
+    assert large == expected
+    wide = tiny.sample(tiny.model, latent=tiny.empty(width=128, length=13), steps=2)
+    assert wide.shape[-3:] == (4, 4, 8)
+
+
+def test_saved_text_encode_nodes_ignore_their_size_widgets(tiny):
+    """Workflows saved with the first prompt nodes (width/height/length widgets) still run; the latent decides."""
+    old = tiny.ns.run_node("SeaCacheCosmos3TextEncode", cosmos3_text=tiny.text, prompt="a red fox running through snow",
+                           width=1280, height=720, length=189, **TEXT_DEFAULTS).outputs[0]
+    old_neg = tiny.ns.run_node("SeaCacheCosmos3TextEncodeNegative", cosmos3_text=tiny.text, prompt="",
+                               width=1280, height=720, length=189, **TEXT_DEFAULTS).outputs[0]
+    assert prompt_ids(old) == prompt_ids(tiny.encode())
+    assert torch.equal(tiny.sample(tiny.model, old, old_neg, steps=2), tiny.sample(tiny.model, steps=2))
+    assert tiny.ns.node("SeaCacheCosmos3TextEncode").GET_SCHEMA().is_deprecated
 
 
 def test_negative_encode_uses_checkpoint_prompt_and_inverse_templates(tiny):
-    neg = tiny.encode("", negative=True)[0][1]["cosmos3_tokens"][0].tolist()
+    neg = prompt_ids(tiny.encode("", negative=True))
     expected = tiny.text.tokenizer.encode(tiny.text.negative_prompt, negative=True, width=64, height=64, frames=9, fps=24.0)
     assert neg == expected
-    as_positive = tiny.encode(tiny.text.negative_prompt)[0][1]["cosmos3_tokens"][0].tolist()
+    as_positive = prompt_ids(tiny.encode(tiny.text.negative_prompt))
     assert as_positive != neg  # the positive node writes "is of", the negative "is not of"
 
 
 def test_recipe_size_720p_is_accepted_with_an_odd_latent(tiny):
     latent = tiny.ns.run_node("SeaCacheCosmos3EmptyLatentVideo", width=1280, height=720, length=189, batch_size=1).outputs[0]
     assert list(latent["samples"].shape) == [1, 48, 48, 45, 80]
-    odd = tiny.sample(tiny.model, tiny.encode(width=48, height=80), tiny.encode("", negative=True, width=48, height=80),
-                      tiny.empty(width=48, height=80), steps=2)
+    odd = tiny.sample(tiny.model, latent=tiny.empty(width=48, height=80), steps=2)
     assert odd.shape[-2:] == (5, 3) and torch.isfinite(odd).all()

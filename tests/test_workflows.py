@@ -19,8 +19,8 @@ T2V = "cosmos3_t2v_seacache.json"
 I2V = "cosmos3_i2v_seacache.json"
 WORKFLOWS = [T2V, I2V]
 APPLY_DEFAULTS = [0.25, "1", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
-TEXT_NODES = ("SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative")
-SIZE_NODES = TEXT_NODES + ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
+TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
+SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
 
 
@@ -49,7 +49,8 @@ def test_workflow_files():
 
 def test_pack_node_ids_scan():
     assert wr.pack_node_ids() == {
-        "SeaCacheCosmos3Loader", "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",
+        "SeaCacheCosmos3Loader", "SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative",
+        "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
         "SeaCacheApply", "SeaCacheStats",
     }
@@ -112,15 +113,13 @@ def test_pack_widget_values_match_schema(name):
 def test_recipe_for_24gb(name):
     workflow = load(name)
     assert only(workflow, "SeaCacheCosmos3Loader")["widgets_values"] == ["Cosmos3-Nano", "fp8_e4m3fn"]
-    sizes = {n["type"]: n["widgets_values"] for n in workflow["nodes"] if n["type"] in SIZE_NODES}
-    assert set(TEXT_NODES) <= set(sizes)
-    for node_type, values in sizes.items():
-        w, h, length = values[1:4] if node_type in TEXT_NODES else values[0:3]
-        assert (w, h, length) == (832, 480, 93), node_type  # must match across the text encoders and the latent
-        assert length % 4 == 1 and w % 32 == 0 and h % 32 == 0
+    sizes = [n["widgets_values"] for n in workflow["nodes"] if n["type"] in SIZE_NODES]
+    assert len(sizes) == 1  # set once per workflow: the prompt nodes follow the sampled latent
+    w, h, length = sizes[0][0:3]
+    assert (w, h, length) == (832, 480, 93) and length % 4 == 1 and w % 32 == 0 and h % 32 == 0
     pos, neg = (only(workflow, t)["widgets_values"] for t in TEXT_NODES)
     assert len(pos[0]) > 80 and neg[0] == ""  # a real prompt; empty negative = the checkpoint's negative prompt
-    assert pos[4] == neg[4] == 24  # fps in the prompt templates...
+    assert pos[1] == neg[1] == 24  # fps in the prompt templates...
     assert only(workflow, "CreateVideo")["widgets_values"] == [24]  # ...matches the saved video
     assert only(workflow, "SeaCacheCosmos3Scheduler")["widgets_values"] == [35, 5.0, 1.0]  # shift 5 for 480p
     assert only(workflow, "CFGGuider")["widgets_values"] == [6]
@@ -156,8 +155,8 @@ def test_wiring(name):
     for node_type in TEXT_NODES:
         assert source_type(workflow, only(workflow, node_type), "cosmos3_text") == ("SeaCacheCosmos3Loader", 2)
     if name == T2V:
-        assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3TextEncode", 0)
-        assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3TextEncodeNegative", 0)
+        assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3PromptEncode", 0)
+        assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3PromptEncodeNegative", 0)
         assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3EmptyLatentVideo", 0)
         assert not wr.nodes_of_type(workflow, "LoadImage")
     else:
@@ -165,8 +164,8 @@ def test_wiring(name):
         assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3ImageToVideo", 0)
         assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3ImageToVideo", 1)
         assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3ImageToVideo", 2)
-        assert source_type(workflow, i2v, "positive") == ("SeaCacheCosmos3TextEncode", 0)
-        assert source_type(workflow, i2v, "negative") == ("SeaCacheCosmos3TextEncodeNegative", 0)
+        assert source_type(workflow, i2v, "positive") == ("SeaCacheCosmos3PromptEncode", 0)
+        assert source_type(workflow, i2v, "negative") == ("SeaCacheCosmos3PromptEncodeNegative", 0)
         assert source_type(workflow, i2v, "vae") == ("SeaCacheCosmos3Loader", 1)
         assert source_type(workflow, i2v, "start_image") == ("LoadImage", 0)
         assert only(workflow, "LoadImage")["widgets_values"] == ["example.png", "image"]  # ships with ComfyUI
