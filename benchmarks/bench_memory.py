@@ -20,7 +20,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cosmos3 import Cosmos3Config  # noqa: E402
-from cosmos3.memory import GENERATOR, GIB, SHARED, TEXT, gib, meta_model, plan, run_memory, weight_bytes  # noqa: E402
+from cosmos3.memory import (  # noqa: E402
+    GENERATOR, GIB, SHARED, TEXT, gib, meta_model, plan, run_memory, unread_parameters, weight_bytes,
+)
 
 SIZES = ((832, 480, 93), (1280, 720, 189))
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -46,6 +48,10 @@ def weights_table(config: Cosmos3Config) -> dict:
         detail = ", ".join(f"{SHORT.get(dt, str(dt))} {gib(n)}" for dt, n in by_dtype.items())
         print(f"| {label} | {gib(total[TEXT])} | {gib(total[GENERATOR])} | {gib(total[SHARED])} | "
               f"{gib(sum(total.values()))} | {detail} |")
+    params = dict(models["bf16"].named_parameters())
+    unread = unread_parameters(models["bf16"])
+    print(f"never read for video (last layer's text queries/output/MLP, a loader may skip them): "
+          f"{sum(params[n].numel() for n in unread):,} parameters, {gib(sum(params[n].numel() * 2 for n in unread))} GiB in bf16")
     return models
 
 

@@ -64,6 +64,15 @@ def weight_bytes(model: torch.nn.Module) -> dict[str, dict[torch.dtype, int]]:
     return out
 
 
+def unread_parameters(model: torch.nn.Module) -> list[str]:
+    """Text-pathway parameters video generation never reads: the last layer's text pathway only provides its
+    keys/values, so its query projection and norm, output projection, post-attention norm and MLP are dead
+    weight (a loader may skip them)."""
+    last = f"layers.{len(model.layers) - 1}."
+    parts = ("self_attn.to_q.", "self_attn.norm_q.", "self_attn.to_out.", "post_attention_layernorm.", "mlp.")
+    return [n for n, _ in model.named_parameters() if n.startswith(last) and n[len(last):].startswith(parts)]
+
+
 def latent_grid(config: Cosmos3Config, width: int, height: int, frames: int) -> tuple[int, int, int]:
     """Latent (T, H, W) of a video of ``frames`` frames at ``width``x``height`` (Wan2.2 VAE: 4x time, 16x space)."""
     return (frames - 1) // config.temporal_compression + 1, height // 16, width // 16
@@ -209,5 +218,5 @@ def nbytes(tensors) -> int:
 __all__ = [
     "GENERATOR", "GIB", "SHARED", "TEXT", "PlanRow", "RunMemory", "activation_bytes", "generator_tokens", "gib",
     "history_bytes", "latent_grid", "meta_model", "nbytes", "pathway_of", "plan", "run_memory",
-    "sampling_memory_bytes", "text_kv_bytes", "vae_decode_bytes", "weight_bytes",
+    "sampling_memory_bytes", "text_kv_bytes", "unread_parameters", "vae_decode_bytes", "weight_bytes",
 ]

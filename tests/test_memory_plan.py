@@ -21,6 +21,7 @@ from cosmos3.memory import (
     run_memory,
     sampling_memory_bytes,
     text_kv_bytes,
+    unread_parameters,
     weight_bytes,
 )
 from seacache_core import SeaCacheConfig, SeaCacheSession
@@ -89,6 +90,7 @@ def test_pathways_are_what_each_pathway_reads():
     last = f"layers.{config.num_hidden_layers - 1}."
     never_read = {n[len(last):] for n in text_weights - read_by_text}
     assert all(n.startswith(last) for n in text_weights - read_by_text)
+    assert set(unread_parameters(model)) == text_weights - read_by_text
     assert never_read == {"self_attn.to_q.weight", "self_attn.to_out.weight", "self_attn.norm_q.weight",
                           "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
                           "post_attention_layernorm.weight"}
