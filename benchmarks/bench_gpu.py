@@ -64,6 +64,7 @@ class Clock:
         self.cuda = device.type == "cuda"
 
     def mark(self):
+        """A point on the timeline (a recorded CUDA event, or the CPU clock)."""
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
@@ -78,6 +79,7 @@ class Clock:
         return (end - start) * 1e3
 
     def sync(self):
+        """Wait for the device (no-op on the CPU)."""
         if self.cuda:
             torch.cuda.synchronize()
 
@@ -134,6 +136,7 @@ class GateProbe:
         gate.decide = timed_decide
 
     def gate_ms(self) -> list[float]:
+        """Milliseconds of each timed ``decide``."""
         return [self.clock.ms(a, b) for a, b in self.marks]
 
 
@@ -203,6 +206,8 @@ def negative_prompt(root: str) -> str:
 # ------------------------------------------------------------------------------------------- one run
 @dataclass
 class RunResult:
+    """Timings, memory and the final latent of one sampling run."""
+
     kind: str  # "uncached" or "seacache"
     steps: int
     step_ms: list[float]
@@ -217,11 +222,13 @@ class RunResult:
     timeline: str = ""
 
     def median(self, decision: str) -> float:
+        """Median step ms of the steps with this decision ("computed"/"reused"), NaN when there are none."""
         values = [t for t, d in zip(self.step_ms, self.decisions) if d == decision]
         return statistics.median(values) if values else float("nan")
 
     @property
     def full(self) -> int:
+        """Steps that ran the generator stack."""
         return sum(d == "computed" for d in self.decisions)
 
 
