@@ -88,9 +88,15 @@ class Cosmos3Config:
         h, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
         attn = 2 * (h * q + 2 * h * kv + q * h)
         mlp = 2 * 3 * h * self.intermediate_size
-        per_layer = attn + mlp + 4 * h + 4 * self.head_dim
-        top = self.vocab_size * h + 2 * self.patch_latent_dim * h + 256 * h + h * h + h
-        return self.num_hidden_layers * per_layer + top
+        qk_norms = 4 if self.qk_norm_for_text else 2
+        if self.use_und_k_norm_for_gen and not self.qk_norm_for_text:
+            qk_norms += 1
+        bias = 2 * (q + 2 * kv + h) if self.attention_bias else 0
+        per_layer = attn + mlp + bias + 4 * h + qk_norms * self.head_dim
+        embed, norm = self.vocab_size * h, h
+        patch = (self.patch_latent_dim * h + h) + (h * self.patch_latent_dim + self.patch_latent_dim)
+        time = (256 * h + h) + (h * h + h)
+        return self.num_hidden_layers * per_layer + embed + norm + patch + time
 
     @property
     def kv_groups(self) -> int:
