@@ -83,8 +83,8 @@ def main() -> None:
     model, vae, text = ns.run_node("SeaCacheCosmos3Loader", checkpoint=f"cosmos3-{args.preset}", weight_dtype="default").outputs
     run = Tiny(ns, pack, f"cosmos3-{args.preset}", model, vae, text)
     size = dict(width=args.width, height=args.height, length=args.length)
-    positive = run.encode("a red fox running through deep fresh snow at dawn, cinematic, detailed fur", **size)
-    negative = run.encode("", negative=True, **size)
+    positive = run.encode("a red fox running through deep fresh snow at dawn, cinematic, detailed fur")
+    negative = run.encode("", negative=True)
     latent = run.empty(**size)
     cached_model = run.seacache()
     variants = {"plain": model, "cached": cached_model}
