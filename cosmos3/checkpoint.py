@@ -78,8 +78,9 @@ def read_config(path: str, keys_and_shapes: dict[str, tuple] | None = None) -> C
 
 
 def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
-    """Derive the architecture of a merged single-file checkpoint from its weight shapes. The mRoPE split is
-    not visible in weights: it keeps Nano's proportions (24/20/20 of 64 frequency pairs)."""
+    """Derive the architecture of a merged single-file checkpoint from its weight shapes: sizes, attention bias,
+    the backbone (no ``gate_proj``: Nemotron ``relu2``) and which QK norms exist. Not visible in weights, so kept
+    at Nano's values: the mRoPE split (24/20/20 of 64 frequency pairs), rope theta, eps, base fps."""
     require_cosmos3_keys(shapes, "this file")
     head_dim = shapes["layers.0.self_attn.norm_added_q.weight"][0]
     spatial = round(head_dim / 2 * 20 / 64)
@@ -95,9 +96,11 @@ def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
         intermediate_size=shapes["layers.0.mlp_moe_gen.up_proj.weight"][0],
         vocab_size=shapes["embed_tokens.weight"][0],
         attention_bias="layers.0.self_attn.add_q_proj.bias" in shapes,
+        hidden_act="silu" if "layers.0.mlp_moe_gen.gate_proj.weight" in shapes else "relu2",
         latent_channel=patch_dim // 4,
         patch_latent_dim=patch_dim,
         qk_norm_for_text="layers.0.self_attn.norm_q.weight" in shapes,
+        use_und_k_norm_for_gen="layers.0.self_attn.k_norm_und_for_gen.weight" in shapes,
         rope_axes_dim=(head_dim // 2 - 2 * spatial, spatial, spatial),
     )
 
