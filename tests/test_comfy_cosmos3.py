@@ -19,7 +19,7 @@ def test_loader_returns_native_model_vae_and_tokenizer(tiny):
     assert type(tiny.model.model).__name__ == "Cosmos3"
     assert dm.config.hidden_size == TINY["hidden_size"] and len(dm.layers) == TINY["num_hidden_layers"]
     assert tiny.vae.latent_channels == 48
-    assert tiny.text.negative_prompt.startswith("blurry")
+    assert "blurry, low quality" in tiny.text.negative_prompt  # from the structured assets/negative_prompt.json
     assert tiny.model.model.model_sampling.multiplier == 1.0  # identity timestep: the model sees sigma
     assert tiny.model.model.latent_format.latent_channels == 48
 
