@@ -196,3 +196,15 @@ def test_nemotron_norm_bit_exact_in_low_precision(weight_dtype, input_dtype):
         qwen = RMSNorm(64, eps=1e-6, dtype=weight_dtype)
         qwen.weight.data.copy_(weight)
         assert not torch.equal(qwen(x), expected)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="no fp8 dtype in this torch")
+def test_fp8_edge_keeps_nemotron_norms_embeddings_and_patch_projections_in_bf16():
+    cfg = Cosmos3Config(**{**TINY, "rope_axes_dim": tuple(TINY["rope_axes_dim"]), **VARIANTS["relu2-und-k-norm"]})
+    model = Cosmos3Transformer(cfg, device="meta", dtype=torch.float8_e4m3fn)  # meta: torch cannot init fp8
+    layer = model.layers[0]
+    assert layer.mlp_moe_gen.up_proj.weight.dtype == torch.float8_e4m3fn and not hasattr(layer.mlp_moe_gen, "gate_proj")
+    norms = [layer.input_layernorm, layer.self_attn.norm_added_k, layer.self_attn.k_norm_und_for_gen, model.norm_moe_gen]
+    assert all(type(n).__name__ == "NemotronRMSNorm" and n.weight.dtype == torch.bfloat16 for n in norms)
+    assert model.embed_tokens.weight.dtype == model.proj_in.weight.dtype == torch.bfloat16
+    assert model.time_embedder.linear_1.weight.dtype == torch.float32
