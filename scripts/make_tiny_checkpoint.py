@@ -49,7 +49,6 @@ DISTILLED_SCHEDULER = {
     "_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 5.0,
     "stochastic_sampling": True,
 }
-SCHEDULER_CONFIG = UNIPC_SCHEDULER
 
 
 @dataclass(frozen=True)
@@ -79,8 +78,8 @@ PRESETS = {
     "tiny-i2v-4step": Preset(TINY_SIZES, weight_stem="model", negative_prompt=False, distilled_sigmas=FOUR_STEP_SIGMAS),
     "tiny-bias": Preset(TINY_SIZES, {"attention_bias": True}),
 }
-"""tiny-edge: Edge's relu2 backbone; its QK-norm switches are not published, so the preset takes the other
-switch diffusers offers (keys normalised for the generator only) to cover it in a checkpoint too."""
+# tiny-edge: Edge's relu2 backbone. Its QK-norm switches are not published, so the preset also takes the other
+# switch diffusers offers (text keys normalised for the generator only) to cover it in a checkpoint too.
 
 
 @torch.no_grad()
