@@ -5,6 +5,8 @@ Layer operations and attention are injected so a host (ComfyUI) can supply its o
 
 from .checkpoint import (
     DistilledSchedule,
+    check_checkpoint,
+    expected_tensors,
     is_unused_key,
     load_weights,
     read_config,
@@ -25,6 +27,8 @@ from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 __all__ = [
     "FAMILY",
     "Cosmos3Config",
+    "check_checkpoint",
+    "expected_tensors",
     "Cosmos3Transformer",
     "DistilledSchedule",
     "GenStackInputs",
