@@ -3,7 +3,8 @@
 //
 //   node tests/browser_run.mjs CONFIG.json
 //
-// CONFIG: {url, chromium, workflow (path), overrides: {nodeType: {widget: value}}, statsType, screenshot, timeoutMs}
+// CONFIG: {url, chromium, workflow (path), overrides: {nodeType: {widget: value}}, statsType, screenshot, timeoutMs,
+//          loadOnly (stop after loading the workflow)}
 import { readFileSync } from "node:fs";
 import { chromium } from "playwright-core";
 
@@ -22,6 +23,11 @@ try {
   page.on("requestfailed", (req) => result.failedRequests.push(`${req.url()} ${req.failure()?.errorText ?? ""}`));
   page.on("response", (res) => { if (res.status() >= 400) result.failedRequests.push(`${res.url()} HTTP ${res.status()}`); });
 
+  // Visible dialogs (the missing-nodes dialog of older frontends) and toasts (newer frontends report missing nodes so).
+  await page.addInitScript(() => {
+    window.seacacheTestNotices = () => [...document.querySelectorAll(".p-dialog, [role=dialog], [role=alert], [role=status], .comfy-modal, .p-toast-message")]
+      .filter((d) => d.getClientRects().length > 0 && d.innerText.trim()).map((d) => d.innerText.slice(0, 500));
+  });
   await page.goto(config.url, { waitUntil: "load", timeout: config.timeoutMs });
   // The app is ready once its graph exists and the pack's extension has registered (extensions load after the node defs).
   await page.waitForFunction(
@@ -35,14 +41,19 @@ try {
   result.load = await page.evaluate(async ({ workflow, name }) => {
     const app = window.app;
     await app.loadGraphData(structuredClone(workflow), true, true, name);
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 3000)); // newer frontends report missing nodes in a toast a moment later
     const registered = window.LiteGraph?.registered_node_types ?? {};
     const nodes = app.graph.nodes.map((n) => ({ id: n.id, type: n.type, registered: n.type in registered, hasErrors: !!n.has_errors,
       widgets: (n.widgets ?? []).map((w) => w.name) }));
-    const dialogs = [...document.querySelectorAll(".p-dialog, [role=dialog], .comfy-modal")]
-      .filter((d) => d.offsetParent !== null).map((d) => d.innerText.slice(0, 500));
-    return { nodes, dialogs, extensions: app.extensions.map((e) => e.name).filter((n) => /seacache/i.test(n)) };
+    return { nodes, notices: window.seacacheTestNotices(), extensions: app.extensions.map((e) => e.name).filter((n) => /seacache/i.test(n)) };
   }, { workflow, name: config.workflow.split("/").pop() });
+
+  if (config.loadOnly) {
+    await page.screenshot({ path: config.screenshot });
+    await browser.close();
+    console.log(JSON.stringify(result));
+    process.exit(0);
+  }
 
   // Set the widgets a tiny CPU run needs, through the graph API (as typing into the widgets would).
   result.overrides = await page.evaluate((overrides) => {
@@ -126,6 +137,7 @@ try {
     await page.waitForFunction((t) => window.app.graph.nodes.find((n) => n.type === t)?.seacacheReport, config.statsType, { timeout: 30000, polling: 200 }).catch(() => {});
     result.chartAfter = await chartPixels();
   }
+  result.finalNotices = await page.evaluate(() => window.seacacheTestNotices());
   await page.screenshot({ path: config.screenshot });
 } finally {
   await browser.close();

@@ -42,6 +42,8 @@ OVERRIDES = {
     "SeaCacheCosmos3EmptyLatentVideo": SIZE_WIDGETS,
     "SeaCacheCosmos3ImageToVideo": SIZE_WIDGETS,
     "SeaCacheCosmos3Scheduler": {"steps": STEPS},
+    # Above the default 0.25 so that a 6-step run of random weights reuses steps: the chart then has all three
+    # decisions (forced, reused, computed) to draw.
     "SeaCacheApply": {"threshold": 0.8},
     "LoadImage": {"image": TEST_IMAGE},
     "SaveVideo": {"filename_prefix": "video/seacache_browser_test"},
@@ -173,11 +175,11 @@ def test_server_sees_pack_and_checkpoint(server):
     assert f"/extensions/{PACK_DIR_NAME}/seacache.js" in _get_json(f"{server.url}/extensions")
 
 
-def _run_driver(server, workflow: str, screenshot: Path) -> dict:
-    config = {"url": server.url, "chromium": server.chromium, "workflow": str(ROOT / "workflows" / workflow),
-              "overrides": OVERRIDES, "statsType": "SeaCacheStats", "screenshot": str(screenshot),
-              "timeoutMs": PROMPT_TIMEOUT_MS}
-    config_path = screenshot.with_suffix(".json")
+def _run_driver(server, workflow: Path, screenshot: Path, load_only: bool = False) -> dict:
+    config = {"url": server.url, "chromium": server.chromium, "workflow": str(workflow), "overrides": OVERRIDES,
+              "statsType": "SeaCacheStats", "screenshot": str(screenshot), "timeoutMs": PROMPT_TIMEOUT_MS,
+              "loadOnly": load_only}
+    config_path = screenshot.with_suffix(".driver.json")
     config_path.write_text(json.dumps(config))
     proc = subprocess.run([server.node, str(DRIVER), str(config_path)], cwd=TESTS, capture_output=True, text=True,
                           timeout=PROMPT_TIMEOUT_MS / 1000 * 2 + 120)
@@ -201,7 +203,7 @@ def _extension_errors(result: dict) -> list[str]:
 @pytest.mark.parametrize("workflow", WORKFLOWS)
 def test_workflow_in_browser(server, workflow, tmp_path):
     screenshot = tmp_path / f"{Path(workflow).stem}.png"
-    result = _run_driver(server, workflow, screenshot)
+    result = _run_driver(server, ROOT / "workflows" / workflow, screenshot)
     print(f"\nComfyUI at {os.environ['COMFYUI_PATH']}, frontend {result['frontendVersion']} "
           f"(comfyui-frontend-package {server.frontend_package}); screenshot: {screenshot}")
     for error in result["pageErrors"]:
@@ -211,7 +213,8 @@ def test_workflow_in_browser(server, workflow, tmp_path):
     loaded = result["load"]["nodes"]
     assert sorted(n["type"] for n in loaded) == sorted(n["type"] for n in shipped["nodes"])
     assert [n for n in loaded if not n["registered"] or n["hasErrors"]] == []
-    assert not [d for d in result["load"]["dialogs"] if "missing" in d.lower()], result["load"]["dialogs"]
+    notices = result["load"]["notices"] + result["finalNotices"]
+    assert not [d for d in notices if "missing" in d.lower()], notices
     assert result["load"]["extensions"] == ["SeaCache.UI"]
     widgets = {n["type"]: n["widgets"] for n in loaded}
     assert widgets["SeaCacheApply"][-1] == "progress" and widgets["SeaCacheStats"] == ["timeline"]  # the extension's bands
@@ -237,7 +240,24 @@ def test_workflow_in_browser(server, workflow, tmp_path):
     assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= STEPS
     after = result["chartAfter"]
     assert after["drawn"] and after["report"] == report
+    assert report["reused"] > 0, report["summary"]
     decisions = {r["decision"] for r in report["records"]}
     drawn = {k for k in BAR_COLORS if after["counts"][k] > 0}
     assert drawn == decisions, (after["counts"], decisions)
     assert screenshot.is_file() and screenshot.stat().st_size > 0
+
+
+def test_missing_node_type_is_caught(server, tmp_path):
+    """The load checks above can fail: a node type nobody registers is flagged on the canvas and reported to the
+    user (a dialog in older frontends, a toast in newer ones)."""
+    workflow = json.loads((ROOT / "workflows" / WORKFLOWS[0]).read_text())
+    bogus = json.loads(json.dumps(next(n for n in workflow["nodes"] if n["type"] == "SeaCacheCosmos3Scheduler")))
+    bogus.update(id=workflow["last_node_id"] + 1, type="SeaCacheNoSuchNode", pos=[0, -400], outputs=[])
+    workflow["nodes"].append(bogus)
+    workflow["last_node_id"] = bogus["id"]
+    path = tmp_path / "missing_node_workflow.json"
+    path.write_text(json.dumps(workflow))
+    result = _run_driver(server, path, tmp_path / "missing_node.png", load_only=True)
+    flagged = [n for n in result["load"]["nodes"] if not n["registered"] or n["hasErrors"]]
+    assert [(str(n["id"]), n["type"], n["registered"]) for n in flagged] == [(str(bogus["id"]), "SeaCacheNoSuchNode", False)]
+    assert [d for d in result["load"]["notices"] if "SeaCacheNoSuchNode" in d], result["load"]["notices"]
