@@ -3,6 +3,9 @@ this pack as a custom node and a tiny Cosmos3 checkpoint, its frontend in headle
 ``tests/browser_run.mjs`` (playwright-core). The canvas must load with every node type known, the pack's web
 extension must not log errors, the queued prompt must succeed with a video, and SeaCache Stats must draw its chart.
 
+``COMFYUI_FRONTEND_ROOT`` (optional) serves another frontend build, e.g. a newer ``comfyui_frontend_package/static``
+(``--front-end-root``), to check the workflows in a frontend newer than the one ComfyUI pins.
+
 Needs ``COMFYUI_PATH`` (the server runs with this interpreter), a Chromium binary (``chromium`` on PATH or
 ``$CHROMIUM_PATH``) and Node.js with ``playwright-core`` resolvable from tests/ (``npm install --no-save
 --no-package-lock --prefix tests playwright-core``); skips, saying which is missing, otherwise.
@@ -124,6 +127,9 @@ class Server:
         cmd = [sys.executable, str(comfy_path / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
                "--base-directory", str(base), "--database-url", "sqlite:///:memory:", "--disable-auto-launch",
                "--disable-api-nodes"]
+        frontend_root = os.environ.get("COMFYUI_FRONTEND_ROOT", "").strip()
+        if frontend_root:
+            cmd += ["--front-end-root", frontend_root]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         self.proc = subprocess.Popen(cmd, cwd=base, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -161,7 +167,8 @@ def server(request, tmp_path_factory):
     object_info = srv.wait_ready()
     srv.chromium, srv.node = chromium, node
     srv.object_info = object_info
-    srv.frontend_package = importlib.metadata.version("comfyui-frontend-package")
+    srv.frontend_package = os.environ.get("COMFYUI_FRONTEND_ROOT", "").strip() or \
+        f"comfyui-frontend-package {importlib.metadata.version('comfyui-frontend-package')}"
     return srv
 
 
@@ -205,7 +212,7 @@ def test_workflow_in_browser(server, workflow, tmp_path):
     screenshot = tmp_path / f"{Path(workflow).stem}.png"
     result = _run_driver(server, ROOT / "workflows" / workflow, screenshot)
     print(f"\nComfyUI at {os.environ['COMFYUI_PATH']}, frontend {result['frontendVersion']} "
-          f"(comfyui-frontend-package {server.frontend_package}); screenshot: {screenshot}")
+          f"(from {server.frontend_package}); screenshot: {screenshot}")
     for error in result["pageErrors"]:
         print(f"page error during {error['phase']}: {error['text'].splitlines()[0]}")
     shipped = json.loads((ROOT / "workflows" / workflow).read_text())
