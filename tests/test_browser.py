@@ -161,6 +161,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory):
+    """One ComfyUI server per module (both workflows share it), killed with its process group at the end."""
     comfy_path, chromium, node = _requirements()
     srv = Server(comfy_path, tmp_path_factory.mktemp("comfyui_browser"))
     request.addfinalizer(srv.stop)
@@ -173,6 +174,7 @@ def server(request, tmp_path_factory):
 
 
 def test_server_sees_pack_and_checkpoint(server):
+    """The server loaded the pack from the temp custom_nodes, lists the tiny checkpoint and serves the web extension."""
     info = server.object_info
     for node_type in OVERRIDES:
         assert node_type in info, f"{node_type} not registered:\n{server.log_tail()}"
@@ -183,6 +185,7 @@ def test_server_sees_pack_and_checkpoint(server):
 
 
 def _run_driver(server, workflow: Path, screenshot: Path, load_only: bool = False) -> dict:
+    """Run tests/browser_run.mjs on one workflow; its JSON result (also kept next to the screenshot)."""
     config = {"url": server.url, "chromium": server.chromium, "workflow": str(workflow), "overrides": OVERRIDES,
               "statsType": "SeaCacheStats", "screenshot": str(screenshot), "timeoutMs": PROMPT_TIMEOUT_MS,
               "loadOnly": load_only}
@@ -209,6 +212,7 @@ def _extension_errors(result: dict) -> list[str]:
 
 @pytest.mark.parametrize("workflow", WORKFLOWS)
 def test_workflow_in_browser(server, workflow, tmp_path):
+    """Load, edit, queue and finish one shipped workflow in the browser as a user would (see the module docstring)."""
     screenshot = tmp_path / f"{Path(workflow).stem}.png"
     result = _run_driver(server, ROOT / "workflows" / workflow, screenshot)
     print(f"\nComfyUI at {os.environ['COMFYUI_PATH']}, frontend {result['frontendVersion']} "
