@@ -40,8 +40,6 @@ PROMPT_TIMEOUT_MS = 300_000
 SIZE_WIDGETS = {"width": SIZE, "height": SIZE, "length": FRAMES}
 OVERRIDES = {
     "SeaCacheCosmos3Loader": {"checkpoint": TINY_NAME, "weight_dtype": "default"},
-    "SeaCacheCosmos3TextEncode": SIZE_WIDGETS,
-    "SeaCacheCosmos3TextEncodeNegative": SIZE_WIDGETS,
     "SeaCacheCosmos3EmptyLatentVideo": SIZE_WIDGETS,
     "SeaCacheCosmos3ImageToVideo": SIZE_WIDGETS,
     "SeaCacheCosmos3Scheduler": {"steps": STEPS},
