@@ -1,4 +1,5 @@
-"""SeaCache Apply: patch a Cosmos3 MODEL clone so each step's generator stack may be skipped."""
+"""SeaCache Apply: patch a MODEL clone so each step's expensive stack may be skipped (the seam per model
+family lives in :mod:`.seams`)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,24 @@ import comfy.patcher_extension
 from comfy_api.latest import io
 
 from ..seacache_core import SeaCacheConfig, validate_window
-from .cosmos3_model import GEN_STACK_WRAPPER, Cosmos3
-from .seacache_runtime import SETTINGS_KEY, SeaCacheSettings, gen_stack_wrapper, outer_sample_wrapper
+from .seacache_runtime import SETTINGS_KEY, SeaCacheSettings, outer_sample_wrapper
+from .seams import WRAPPER_KEY, remove_seacache, select_seam
+from .seams.sampling import flow_view
 
-WRAPPER_KEY = "seacache"
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 
 
 def apply_seacache(model, settings: SeaCacheSettings):
-    """A clone of ``model`` with SeaCache installed (replacing an earlier application); ``model`` is untouched."""
-    if not isinstance(getattr(model, "model", None), Cosmos3):
-        kind = type(getattr(model, "model", model)).__name__
-        raise ValueError(
-            f"SeaCache Apply supports Cosmos3 models loaded by 'Cosmos3 Loader' (this pack); got a {kind} model. "
-            "Connect the MODEL output of Cosmos3 Loader."
-        )
+    """A clone of ``model`` with SeaCache installed at the deepest seam the model allows (replacing an earlier
+    application); ``model`` is untouched. Bad models fail here, before sampling."""
     patched = model.clone()
-    for wrapper_type in (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, GEN_STACK_WRAPPER):
-        patched.remove_wrappers_with_key(wrapper_type, WRAPPER_KEY)
+    remove_seacache(patched)
+    seam = select_seam(patched)
+    flow_view(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
+    settings.seam = seam.name
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_KEY] = settings
     patched.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, WRAPPER_KEY, outer_sample_wrapper)
-    patched.add_wrapper_with_key(GEN_STACK_WRAPPER, WRAPPER_KEY, gen_stack_wrapper)
+    seam.install(patched)
     return patched
 
 
