@@ -86,3 +86,57 @@ def test_input_model_is_unchanged(comfy, tiny_core):
     assert repr(model.model_options) == options_before and not model.object_patches
     assert "seacache" not in model.model_options.get("transformer_options", {})
     assert torch.equal(sample(comfy, model, spec, steps=STEPS), plain)
+
+
+def _passthrough_block(args, extra):
+    return extra["original_block"](args)
+
+
+def test_models_whose_blocks_are_taken_fall_back_to_the_diffusion_model_call(comfy, pack):
+    spec = tiny_comfy_models.SPECS["wan21_t2v"]
+    model = tiny_comfy_models.build("wan21_t2v").clone()
+    model.set_model_patch_replace(_passthrough_block, "dit", "double_block", 0)  # another node owns block 0
+    plain = sample(comfy, model, spec, steps=STEPS)
+    exact = seacache(comfy, model, threshold=0.0)
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
+    patched = seacache(comfy, model)
+    with counting_blocks(model.model.diffusion_model) as blocks:
+        sample(comfy, patched, spec, steps=STEPS)
+    report = last_report(patched)
+    assert report["seam"] == "diffusion-model call (output minus input)"
+    assert report["reused"] > 0 and blocks["calls"] == report["full"] * len(stack_blocks(model.model.diffusion_model))
+    assert patched.model_options["transformer_options"]["patches_replace"]["dit"][("double_block", 0)] is _passthrough_block
+
+
+def test_epsilon_prediction_model_is_gated_in_the_flow_convention(comfy, pack):
+    spec = tiny_comfy_models.SPECS["flux"]
+    eps_model = comfy.run_node("ModelSamplingDiscrete", model=tiny_comfy_models.build("flux"), sampling="eps", zsnr=False).outputs[0]
+    plain = sample(comfy, eps_model, spec, steps=STEPS, scheduler="karras")
+    exact = seacache(comfy, eps_model, threshold=0.0)
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS, scheduler="karras"), plain)
+    patched = seacache(comfy, eps_model)
+    out = sample(comfy, patched, spec, steps=STEPS, scheduler="karras")
+    report = last_report(patched)
+    assert torch.isfinite(out).all() and report["reused"] > 0
+    assert report["records"][0]["sigma"] > 1.0  # the schedule's own (VE) sigma is reported, not the flow one
+
+
+def test_flow_view_maps_each_sampling_type(comfy, import_pack_module):
+    import comfy.model_sampling as ms
+
+    flow_view = import_pack_module("nodes.seams.sampling").flow_view
+
+    flow = type("Flow", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})
+    eps = type("Eps", (ms.ModelSamplingDiscrete, ms.EPS), {})
+    vpred = type("V", (ms.ModelSamplingDiscrete, ms.V_PREDICTION), {})
+    assert flow_view(flow(), 0.3) == pytest.approx((1.0, 0.3))
+    for kind in (eps, vpred):
+        assert flow_view(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
+
+
+def test_stats_node_names_the_residual_boundary(comfy, pack):
+    spec = tiny_comfy_models.SPECS["flux"]
+    patched = seacache(comfy, tiny_comfy_models.build("flux"))
+    samples = sample(comfy, patched, spec, steps=STEPS)
+    summary = comfy.run_node("SeaCacheStats", samples={"samples": samples}, model=patched).outputs[1]
+    assert summary.splitlines()[-1] == "residual boundary: block stack (Flux, 4 blocks)"
