@@ -16,7 +16,10 @@ Run as `python benchmarks/bench_cosmos3.py` (no ComfyUI needed). Prints numbers;
     where the kernel allows) is compared to the bytes of the model's weights, and so is the peak growth of
     anonymous memory alone (RssAnon sampled every millisecond). Peak RSS also counts the page-cache pages of
     shards safetensors has mmapped (``safe_open`` while a shard is open; ``load_file`` returns mmap-backed
-    tensors, so the naive dict keeps every shard mapped until it is dropped).
+    tensors, so the naive dict keeps every shard mapped until it is dropped). With ``COMFYUI_PATH`` set, the
+    pack's own ComfyUI loader is measured too ("comfyui": weights through ComfyUI's ``load_torch_file`` and
+    ``load_state_dict`` shard by shard, in the dtype ComfyUI picks on the CPU, fp32; "comfyui-dynamic": the same
+    with dynamic VRAM emulated, ComfyUI >= 0.33).
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ def measure_load(mode: str, checkpoint: str) -> dict:
     from safetensors import safe_open
     from safetensors.torch import load_file
 
+    if mode.startswith("comfyui"):
+        return measure_comfyui_load(mode, checkpoint)
     files = shard_files(checkpoint)
     config = read_config(checkpoint)
     dtype = torch.bfloat16  # the checkpoint's dtype
@@ -174,6 +179,40 @@ def measure_load(mode: str, checkpoint: str) -> dict:
     seconds = time.perf_counter() - start
     peak = _status_kb("VmHWM")
     weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return {
+        "peak_growth": (peak - before) * 1024,
+        "anon_peak_growth": (anon.peak_kb - anon_before) * 1024,
+        "after_growth": (_status_kb("VmRSS") - before) * 1024,
+        "weight_bytes": weight_bytes,
+        "seconds": seconds,
+        "hwm_reset": reset,
+    }
+
+
+@torch.no_grad()
+def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
+    """Run in a fresh process: the pack's ComfyUI loader path (``nodes.cosmos3_loading``) in a CPU ComfyUI from
+    ``$COMFYUI_PATH``; "comfyui-dynamic" first switches dynamic VRAM on as ``main.py`` does (ComfyUI >= 0.33)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import comfyui_harness
+
+    ns = comfyui_harness.comfy_session(os.environ["COMFYUI_PATH"])
+    if mode == "comfyui-dynamic":
+        import comfy.memory_management
+        import comfy_aimdo.control
+
+        comfy_aimdo.control.init()
+        comfy.memory_management.aimdo_enabled = True
+        ns.model_patcher.CoreModelPatcher = ns.model_patcher.ModelPatcherDynamic
+    loading = comfyui_harness.import_pack_module("nodes.cosmos3_loading")
+    reset = _reset_peak()
+    before, anon_before = _status_kb("VmRSS"), _status_kb("RssAnon")
+    start = time.perf_counter()
+    with _AnonPeak() as anon:
+        patcher = loading.load_cosmos3_model(checkpoint, "default")
+    seconds = time.perf_counter() - start
+    peak = _status_kb("VmHWM")
+    weight_bytes = sum(t.numel() * t.element_size() for t in patcher.model.diffusion_model.state_dict().values())
     return {
         "peak_growth": (peak - before) * 1024,
         "anon_peak_growth": (anon.peak_kb - anon_before) * 1024,
@@ -218,12 +257,17 @@ def main() -> None:
             f"disk, bf16), fresh process each,"
             f" growth from before model construction, x = per byte of model weights"
         )
-        for mode, label in (("streamed", "meta+to_empty+load_weights"), ("naive", "load_file all+load_state_dict")):
+        modes = [("streamed", "meta+to_empty+load_weights"), ("naive", "load_file all+load_state_dict")]
+        if os.environ.get("COMFYUI_PATH"):
+            modes.append(("comfyui", "pack loader in ComfyUI"))
+            if (Path(os.environ["COMFYUI_PATH"]) / "comfy" / "memory_management.py").is_file():
+                modes.append(("comfyui-dynamic", "same, dynamic VRAM emulated"))
+        for mode, label in modes:
             r = load_in_subprocess(mode, root)
             w = r["weight_bytes"]
             note = "" if r["hwm_reset"] else " (VmHWM not resettable: peak includes startup)"
             print(
-                f"  {mode:8s} {label:29s} weights {w / MB:5.1f} MB  peak RSS +{r['peak_growth'] / MB:6.1f} MB "
+                f"  {mode:15s} {label:29s} weights {w / MB:5.1f} MB  peak RSS +{r['peak_growth'] / MB:6.1f} MB "
                 f"{r['peak_growth'] / w:4.2f}x  peak anon +{r['anon_peak_growth'] / MB:6.1f} MB "
                 f"{r['anon_peak_growth'] / w:4.2f}x  after +{r['after_growth'] / MB:5.1f} MB  "
                 f"{r['seconds']:.2f} s{note}"

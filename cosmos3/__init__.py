@@ -3,7 +3,7 @@
 Layer operations and attention are injected so a host (ComfyUI) can supply its own; nothing here imports the host.
 """
 
-from .checkpoint import is_unused_key, load_weights, read_config, require_cosmos3_keys, shard_files, tensor_shapes
+from .checkpoint import check_checkpoint, expected_tensors, is_unused_key, load_weights, read_config, require_cosmos3_keys, shard_files, tensor_shapes
 from .config import Cosmos3Config
 from .model import Cosmos3Transformer, GenStackInputs, patchify, unpatchify
 from .ops import TorchOps, sdpa_attention
@@ -12,6 +12,8 @@ from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 
 __all__ = [
     "Cosmos3Config",
+    "check_checkpoint",
+    "expected_tensors",
     "Cosmos3Transformer",
     "GenStackInputs",
     "TEXT_KV_CACHE_KEY",

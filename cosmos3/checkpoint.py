@@ -114,35 +114,53 @@ def tensor_shapes(files: list[str]) -> dict[str, tuple]:
     return shapes
 
 
+def expected_tensors(config: Cosmos3Config, dtype: torch.dtype | None = None) -> dict[str, tuple[tuple, torch.dtype]]:
+    """Key -> (shape, storage dtype) of every weight the model holds for ``config`` stored as ``dtype``, from a
+    meta-device build (no memory, no init). Norm scales, embeddings and patch projections keep their own dtype."""
+    from .model import Cosmos3Transformer
+
+    model = Cosmos3Transformer(config, device="meta", dtype=dtype)
+    return {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
+
+
+def check_checkpoint(shapes: dict[str, tuple], expected: dict[str, tuple], source: str) -> list[str]:
+    """Compare a checkpoint's key -> shape (from the headers) with the model's expected tensors before anything is
+    loaded: raises naming missing weights or shape mismatches. Returns the unknown keys (neither expected nor a
+    known unused module), which loading ignores."""
+    wrong = [f"{k}: {tuple(shapes[k])} in the file, {expected[k][0]} expected" for k in expected
+             if k in shapes and tuple(shapes[k]) != tuple(expected[k][0])]
+    if wrong:
+        raise ValueError(
+            f"Cosmos3 checkpoint {source} does not match its config.json: {len(wrong)} weight shape(s) differ, e.g. "
+            f"{wrong[:3]}. Use the config.json that came with these weights."
+        )
+    missing = sorted(set(expected) - set(shapes))
+    if missing:
+        raise ValueError(f"Cosmos3 checkpoint {source} lacks {len(missing)} weight(s), e.g. {missing[:5]}: it is incomplete.")
+    skipped = [k for k in shapes if k not in expected and is_unused_key(k)]
+    if skipped:
+        log.info("Cosmos3: skipping %d tensors not used for video generation (lm_head/action/sound/norm).", len(skipped))
+    unknown = [k for k in shapes if k not in expected and not is_unused_key(k)]
+    if unknown:
+        log.warning("Cosmos3: ignoring %d unknown tensors, e.g. %s", len(unknown), unknown[:5])
+    return unknown
+
+
 @torch.no_grad()
 def load_weights(model: torch.nn.Module, files: list[str]) -> dict:
-    """Copy the checkpoint into ``model`` one tensor at a time (peak host memory stays near one copy of the
-    weights), casting to each parameter's dtype. Unused modules (LM head, action, sound) are skipped with one
-    log line. Raises naming missing or mismatched keys. Returns counts of loaded and skipped tensors."""
+    """Copy the checkpoint into a plain-torch ``model`` one tensor at a time (peak host memory stays near one copy
+    of the weights), casting to each parameter's dtype; the ComfyUI loader goes through ComfyUI's own loading
+    instead. Raises before copying anything when weights are missing or mismatched. Returns counts of loaded,
+    skipped and unknown tensors."""
     from safetensors import safe_open
 
     params = dict(model.state_dict(keep_vars=True))
-    loaded, skipped, unexpected = set(), [], []
+    shapes = tensor_shapes(files)
+    unknown = check_checkpoint(shapes, {k: (tuple(v.shape), v.dtype) for k, v in params.items()}, str(files[0]))
     for file in files:
         with safe_open(file, framework="pt") as f:
             for key in f.keys():
-                if key not in params:
-                    (skipped if is_unused_key(key) else unexpected).append(key)
-                    continue
-                target = params[key]
-                tensor = f.get_tensor(key)
-                if tuple(tensor.shape) != tuple(target.shape):
-                    raise ValueError(
-                        f"Cosmos3 weight {key!r} has shape {tuple(tensor.shape)} in {file}, the model expects "
-                        f"{tuple(target.shape)}: the checkpoint and its config.json disagree."
-                    )
-                target.data.copy_(tensor)
-                loaded.add(key)
-    missing = sorted(set(params) - loaded)
-    if missing:
-        raise ValueError(f"Cosmos3 checkpoint lacks {len(missing)} weight(s), e.g. {missing[:5]}.")
-    if skipped:
-        log.info("Cosmos3: skipped %d tensors not used for video generation (lm_head/action/sound/norm).", len(skipped))
-    if unexpected:
-        log.warning("Cosmos3: ignored %d unknown tensors, e.g. %s", len(unexpected), unexpected[:5])
-    return {"loaded": len(loaded), "skipped": len(skipped), "unexpected": len(unexpected)}
+                if key in params:
+                    params[key].data.copy_(f.get_tensor(key))
+    skipped = len(shapes) - len(params) - len(unknown)
+    return {"loaded": len(params), "skipped": skipped, "unexpected": len(unknown)}

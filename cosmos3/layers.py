@@ -77,6 +77,18 @@ class Cosmos3Layer(nn.Module):
         self.post_attention_layernorm = ops.RMSNorm(h, eps=eps, **kw)
         self.post_attention_layernorm_moe_gen = ops.RMSNorm(h, eps=eps, **kw)
 
+    def text_modules(self) -> list[nn.Module]:
+        """Modules of the text pathway (run once per prompt; its keys/values are cached)."""
+        a = self.self_attn
+        norms = [m for m in (a.norm_q, a.norm_k, a.k_norm_und_for_gen) if isinstance(m, nn.Module) and not isinstance(m, nn.Identity)]
+        return [self.input_layernorm, a.to_q, a.to_k, a.to_v, a.to_out, *norms, self.post_attention_layernorm, self.mlp]
+
+    def generator_modules(self) -> list[nn.Module]:
+        """Modules of the generator pathway (run on every computed step)."""
+        a = self.self_attn
+        return [self.input_layernorm_moe_gen, a.add_q_proj, a.add_k_proj, a.add_v_proj, a.norm_added_q,
+                a.norm_added_k, a.to_add_out, self.post_attention_layernorm_moe_gen, self.mlp_moe_gen]
+
     def text_step(self, und, cos, sin, attention, advance: bool):
         """Keys/values this layer offers the generator ``([B, Hkv, L, D], [B, Hkv, L, D])``, and the text hidden
         states after the layer when ``advance`` (the last layer's text output is never needed)."""

@@ -132,9 +132,15 @@ class Cosmos3Transformer(nn.Module):
     def run_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
         """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``."""
         text = self.text_kv(inputs.token_ids, hidden.dtype, inputs.transformer_options)
+        attention = self.bind_attention(inputs.transformer_options)
         for layer, (k, v) in zip(self.layers, text.layers):
-            hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, text.lengths, self.attention)
+            hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, text.lengths, attention)
         return hidden
+
+    def bind_attention(self, transformer_options: dict):
+        """The attention function for this call's generator layers; hosts whose attention reads per-call options
+        (ComfyUI's attention-override nodes) override this to pass them along."""
+        return self.attention
 
     def text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype, transformer_options: dict | None = None) -> TextKV:
         """Per-layer text keys/values for a padded prompt batch, from the run's cache when one is provided."""

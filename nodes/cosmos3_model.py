@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
@@ -19,18 +20,30 @@ from comfy.ldm.modules.attention import optimized_attention
 from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
 from ..cosmos3.ops import expand_kv_heads, sdpa_attention
 from .run_scope import run_scoped_option
+from .seacache_runtime import SETTINGS_KEY as SEACACHE_SETTINGS_KEY
 
 GEN_STACK_WRAPPER = "cosmos3_gen_stack"
 """Wrapper type a step cache registers (``ModelPatcher.add_wrapper_with_key``) to wrap ``run_gen_stack``."""
 
 
-def comfy_attention(q, k, v, causal=False):
-    """Generator attention through ComfyUI's optimized attention (which has no grouped-query support, so K/V
-    heads are repeated); the causal text pathway (once per prompt and run) uses torch SDPA's ``is_causal``."""
+COMFY_ATTENTION_HAS_GQA = hasattr(comfy.ops, "repeat_kv_for_gqa")
+"""Whether this ComfyUI's attention functions take ``enable_gqa`` (grouped K/V heads without repeating them)."""
+
+
+def comfy_attention(q, k, v, causal=False, transformer_options=None):
+    """Generator attention through ComfyUI's optimized attention, with the call's ``transformer_options`` so
+    attention-override nodes apply, and grouped-query K/V passed as they are where ComfyUI supports it (else the
+    K/V heads are repeated). The causal text pathway (once per prompt and run) uses torch SDPA's ``is_causal``."""
     if causal:
         return sdpa_attention(q, k, v, causal=True)
-    k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])
-    return optimized_attention(q, k, v, heads=q.shape[1], skip_reshape=True)
+    extra = {}
+    if k.shape[1] != q.shape[1]:
+        if COMFY_ATTENTION_HAS_GQA:
+            extra["enable_gqa"] = True
+        else:
+            k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])
+    return optimized_attention(q, k, v, heads=q.shape[1], skip_reshape=True,
+                               transformer_options=transformer_options or {}, **extra)
 
 
 class ComfyCosmos3(Cosmos3Transformer):
@@ -58,6 +71,10 @@ class ComfyCosmos3(Cosmos3Transformer):
             self,
             comfy.patcher_extension.get_all_wrappers(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, transformer_options),
         ).execute(x, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options)
+
+    def bind_attention(self, transformer_options):
+        """ComfyUI attention carrying this call's ``transformer_options`` (attention overrides, block info)."""
+        return functools.partial(comfy_attention, transformer_options=transformer_options)
 
     def embed_text(self, token_ids, dtype):
         """ComfyUI embeddings cast their (possibly fp8) weight to the compute dtype themselves."""
@@ -124,15 +141,29 @@ class Cosmos3(comfy.model_base.BaseModel):
         a ModelSamplingSD3-style node patches in a x1000 mapping, which is undone here."""
         return timestep / self.model_sampling.multiplier
 
-    def memory_required(self, input_shape, cond_shapes={}):
-        """Peak activation bytes of one call: linear in the generator token count (memory-efficient attention
-        is assumed; ComfyUI splits attention when it is not available)."""
+    def memory_required(self, input_shape, cond_shapes={}, model_options=None, **kwargs):
+        """Peak activation bytes of one call, linear in the generator token count (memory-efficient attention is
+        assumed; ComfyUI splits attention when it is not available), plus SeaCache's residual history when the
+        sampling model has SeaCache applied. Newer ComfyUI passes the run's ``model_options``; otherwise the
+        options of the patcher currently sampling are read."""
         cfg = self.diffusion_model.config
         batch, _, frames, height, width = input_shape
-        tokens = batch * cfg.token_count(frames, height, width)
-        dtype = self.manual_cast_dtype or self.get_dtype()
+        tokens = cfg.token_count(frames, height, width)
+        size = comfy.model_management.dtype_size(self.manual_cast_dtype or self.get_dtype())
         per_token = 3 * cfg.intermediate_size + 8 * cfg.hidden_size
-        return tokens * per_token * comfy.model_management.dtype_size(dtype) * 1.2
+        if model_options is None:
+            model_options = getattr(self.current_patcher, "model_options", None) or {}
+        settings = (model_options.get("transformer_options") or {}).get(SEACACHE_SETTINGS_KEY)
+        history = batch * settings.config.history_bytes(tokens * cfg.hidden_size, size) if settings is not None else 0
+        return batch * tokens * per_token * size * 1.2 + history
+
+    def get_dynamic_vram__units(self):
+        """Dynamic VRAM load order: the generator pathway in call order first; the text pathway, which runs once
+        per prompt and run (its K/V are cached), last."""
+        dm = self.diffusion_model
+        generator = [[dm.proj_in, dm.time_embedder]] + [layer.generator_modules() for layer in dm.layers]
+        text = [[dm.embed_tokens]] + [layer.text_modules() for layer in dm.layers]
+        return generator + [[dm.norm_moe_gen, dm.proj_out]], text
 
 
 class Cosmos3ModelConfig(comfy.supported_models_base.BASE):

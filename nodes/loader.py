@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import dataclass
 
-import torch
-
-import comfy.model_management
-import comfy.model_patcher
-import comfy.patcher_extension
 import folder_paths
 from comfy_api.latest import io
 
-from ..cosmos3 import load_weights, read_config, require_cosmos3_keys, shard_files, tensor_shapes
 from ..cosmos3.tokenizer import Cosmos3Tokenizer
-from .cosmos3_model import Cosmos3ModelConfig, keep_conditioned_outer_sample, text_kv_outer_sample
+from .cosmos3_loading import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
 from .vae import load_cosmos3_vae
 
-log = logging.getLogger(__name__)
-
-TEXT_KV_WRAPPER_KEY = "cosmos3_text_kv"
-KEEP_WRAPPER_KEY = "cosmos3_keep_conditioned"
-WEIGHT_DTYPES = {"default": None, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 Cosmos3TextIO = io.Custom("COSMOS3_TEXT")
 
 
@@ -84,39 +72,17 @@ def negative_prompt_of(root: str) -> str:
 
 
 def load_cosmos3(path: str, weight_dtype: str = "default"):
-    """Build the ModelPatcher, the ComfyUI VAE and the :class:`Cosmos3Text` of a checkpoint at ``path``.
-
-    The model is created without initialising weights and filled tensor by tensor from each shard in turn, so
-    host memory peaks near one copy of the weights. fp8 weight dtypes store fp8 and compute in bf16/fp32.
-    """
-    if weight_dtype not in WEIGHT_DTYPES:
-        raise ValueError(f"weight_dtype must be one of {list(WEIGHT_DTYPES)}, got {weight_dtype!r}.")
+    """The ModelPatcher, the ComfyUI VAE and the :class:`Cosmos3Text` of the checkpoint at ``path``; the
+    checkpoint's folders are checked before any weight is read."""
+    read_checkpoint(path)
     root = path if os.path.isdir(path) else os.path.dirname(path)
-    files = shard_files(path)
-    shapes = tensor_shapes(files)
-    require_cosmos3_keys(shapes, path)
-    config = read_config(path, shapes)
     for sub in ("vae", "text_tokenizer"):
         if not os.path.isdir(os.path.join(root, sub)):
             raise FileNotFoundError(
                 f"Cosmos3 checkpoint at {path!r} has no '{sub}/' folder in {root!r}: the loader needs the official "
                 "layout (transformer/, vae/, text_tokenizer/); for a merged .safetensors put vae/ and text_tokenizer/ beside it."
             )
-    load_device = comfy.model_management.get_torch_device()
-    offload_device = comfy.model_management.unet_offload_device()
-    model_config = Cosmos3ModelConfig(config)
-    params = config.parameter_count()
-    dtype = WEIGHT_DTYPES[weight_dtype] or comfy.model_management.unet_dtype(
-        model_params=params, supported_dtypes=model_config.supported_inference_dtypes
-    )
-    manual_cast = comfy.model_management.unet_manual_cast(dtype, load_device, model_config.supported_inference_dtypes)
-    model_config.set_inference_dtype(dtype, manual_cast)
-    model = model_config.get_model({}, device=offload_device)
-    counts = load_weights(model.diffusion_model, files)
-    log.info("Cosmos3: loaded %d tensors from %d file(s) as %s (compute %s).", counts["loaded"], len(files), dtype, manual_cast or dtype)
-    patcher = comfy.model_patcher.ModelPatcher(model, load_device=load_device, offload_device=offload_device)
-    patcher.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, TEXT_KV_WRAPPER_KEY, text_kv_outer_sample)
-    patcher.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, KEEP_WRAPPER_KEY, keep_conditioned_outer_sample)
+    patcher = load_cosmos3_model(path, weight_dtype)
     vae = load_cosmos3_vae(os.path.join(root, "vae"))
     text = Cosmos3Text(Cosmos3Tokenizer.from_folder(root), negative_prompt_of(root))
     return patcher, vae, text

@@ -334,8 +334,9 @@ def build_comfy_vae(sd: Mapping[str, Any], device=None, dtype=None):
     every Wan2.2 attribute (latent_channels, up/downscale ratios and index
     formulas, process_input/output, memory estimates, working dtypes, device,
     vae_dtype, output_device). Then ``first_stage_model`` is replaced by a real
-    ``WanVAE`` with the detected dims and the weights (strict load), and the
-    ``ModelPatcher`` is rebuilt for it with the original load/offload devices.
+    ``WanVAE`` with the detected dims and the weights (strict load, assigned
+    under a dynamic-VRAM patcher as ComfyUI does), and the patcher is rebuilt
+    for it with the class and load/offload devices ComfyUI chose.
 
     Rejected alternatives: ``VAE.__new__`` + setting attributes by hand, or
     ``VAE(sd={})`` (which returns before device/dtype/patcher are set) both
@@ -346,7 +347,6 @@ def build_comfy_vae(sd: Mapping[str, Any], device=None, dtype=None):
     and is checked after the swap. The memory estimates stay those of the
     full-size VAE (conservative for a smaller one).
     """
-    import comfy.model_patcher
     import comfy.sd
 
     dims = wan22_dims_from_state_dict(sd)
@@ -362,13 +362,12 @@ def build_comfy_vae(sd: Mapping[str, Any], device=None, dtype=None):
 
     from comfy.ldm.wan.vae2_2 import WanVAE
 
-    model = WanVAE(**dims)
-    model.load_state_dict(dict(sd), strict=True)
-    model = model.eval().to(vae.vae_dtype)
+    model = WanVAE(**dims).eval().to(vae.vae_dtype)
     old = vae.patcher
     vae.first_stage_model = model
-    vae.patcher = comfy.model_patcher.ModelPatcher(model, load_device=old.load_device,
-                                                   offload_device=old.offload_device)
+    vae.patcher = type(old)(model, load_device=old.load_device, offload_device=old.offload_device)
+    dynamic = bool(getattr(vae.patcher, "is_dynamic", lambda: False)())
+    model.load_state_dict({k: v.to(vae.vae_dtype) for k, v in sd.items()}, strict=True, assign=dynamic)
     _check_vae_object(vae, model)
     return vae
 
@@ -438,4 +437,13 @@ def load_cosmos3_vae(vae_folder: str | os.PathLike, device=None, dtype=None):
     _check_config(config, folder)
     sd = comfy.utils.load_torch_file(os.path.join(folder, WEIGHTS_NAME), safe_load=True)
     converted = convert_diffusers_wan_vae(sd)
-    return build_comfy_vae(converted, device=device, dtype=dtype)
+    vae = build_comfy_vae(converted, device=device, dtype=dtype)
+    vae.patcher.cached_patcher_init = (load_cosmos3_vae_patcher, (folder, device, dtype))
+    return vae
+
+
+def load_cosmos3_vae_patcher(vae_folder, device=None, dtype=None, disable_dynamic: bool = False):
+    """A fresh patcher of the VAE in ``vae_folder``: the ``cached_patcher_init`` factory ComfyUI calls to rebuild a
+    VAE for another device (multi-GPU, device-selection nodes). ``disable_dynamic`` is part of that calling
+    convention; ``comfy.sd.VAE`` picks its patcher class itself."""
+    return load_cosmos3_vae(vae_folder, device=device, dtype=dtype).patcher

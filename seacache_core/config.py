@@ -81,3 +81,10 @@ class SeaCacheConfig:
         if self.power is not None:
             return float(self.power)
         return 3.0 if frames > 1 else 2.0
+
+    def history_bytes(self, residual_numel: int, element_size: int) -> int:
+        """Compute-device bytes one branch's residual history holds at most: `order + 1` residuals of
+        `residual_numel` elements (none when the history lives on the CPU). Memory planners add it per branch."""
+        if self.residual_device == "cpu":
+            return 0
+        return (self.order + 1) * residual_numel * element_size

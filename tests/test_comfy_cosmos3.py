@@ -1,6 +1,8 @@
 """Cosmos3 in a real ComfyUI (needs COMFYUI_PATH): loader, conditioning, sampling with ComfyUI's samplers,
 I2V conditioning, the reference schedule and clear errors."""
 
+import sys
+
 import pytest
 import torch
 
@@ -108,6 +110,44 @@ def test_memory_estimate_grows_with_sequence_length(tiny):
     m = tiny.model.model
     small, large = m.memory_required([2, 48, 3, 4, 4]), m.memory_required([2, 48, 12, 8, 8])
     assert large == pytest.approx(small * 16)
+
+
+def test_memory_estimate_counts_seacache_history_and_takes_newer_keywords(tiny):
+    m, cfg = tiny.model.model, tiny.model.model.diffusion_model.config
+    shape = [2, 48, 3, 4, 4]
+    plain = m.memory_required(shape, cond_shapes={}, model_options={}, future_keyword=1)
+    options = tiny.seacache(residual_order="2").model_options
+    history = 2 * 3 * cfg.token_count(3, 4, 4) * cfg.hidden_size * 4  # 2 branches, order + 1 fp32 residuals
+    assert m.memory_required(shape, model_options=options) == pytest.approx(plain + history)
+    assert m.memory_required(shape, model_options=tiny.seacache(residual_storage="cpu").model_options) == plain
+    m.current_patcher = tiny.seacache()  # ComfyUI versions that pass no model_options: the sampling patcher's
+    try:
+        assert m.memory_required(shape) == pytest.approx(plain + history * 2 / 3)
+    finally:
+        m.current_patcher = None
+
+
+def test_attention_overrides_apply_to_cosmos3(tiny):
+    """An attention-override node's function (``optimized_attention_override``) runs every generator attention,
+    receives grouped K/V unrepeated where this ComfyUI supports it, and gives the same result as without it."""
+    calls = []
+
+    def override(func, *args, **kwargs):
+        q, k = args[0], args[1]
+        calls.append((q.shape[1], k.shape[1], kwargs.get("enable_gqa", False)))
+        return func(*args, **kwargs)
+
+    patched = tiny.model.clone()
+    patched.model_options.setdefault("transformer_options", {})["optimized_attention_override"] = override
+    out = tiny.sample(patched, steps=2)
+    layers = len(tiny.model.model.diffusion_model.layers)
+    assert len(calls) == 2 * layers * 2  # 2 steps x layers x 2 items (cond/uncond prompts differ in length)
+    model_module = sys.modules[type(tiny.model.model).__module__]
+    cfg = tiny.model.model.diffusion_model.config
+    heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+    expected_kv = kv_heads if model_module.COMFY_ATTENTION_HAS_GQA else heads
+    assert calls[0] == (heads, expected_kv, model_module.COMFY_ATTENTION_HAS_GQA)
+    assert torch.allclose(out, tiny.sample(tiny.model, steps=2), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from cosmos3 import Cosmos3Transformer, load_weights, read_config, shard_files, tensor_shapes
+from cosmos3 import Cosmos3Transformer, expected_tensors, load_weights, read_config, shard_files, tensor_shapes
 from cosmos3.checkpoint import infer_config
 
 from tiny_checkpoint import make_tiny_checkpoint
@@ -89,8 +89,18 @@ def test_not_cosmos3_names_expected_keys(tmp_path):
 def test_shape_mismatch_is_reported(ckpt, tmp_path):
     cfg = read_config(ckpt)
     wrong = Cosmos3Transformer(type(cfg)(**{**cfg.to_dict(), "intermediate_size": cfg.intermediate_size * 2}))
-    with pytest.raises(ValueError, match="config.json disagree"):
+    before = {k: v.clone() for k, v in wrong.state_dict().items()}
+    with pytest.raises(ValueError, match="does not match its config.json.*mlp"):
         load_weights(wrong, shard_files(ckpt))
+    assert all(torch.equal(before[k], v) for k, v in wrong.state_dict().items()), "nothing may load on a mismatch"
+
+
+def test_expected_tensors_keep_precise_dtypes_under_fp8(ckpt):
+    expected = expected_tensors(read_config(ckpt), torch.float8_e4m3fn)
+    assert expected["layers.0.mlp_moe_gen.up_proj.weight"][1] == torch.float8_e4m3fn
+    assert expected["norm_moe_gen.weight"][1] == torch.bfloat16 and expected["proj_in.weight"][1] == torch.bfloat16
+    assert expected["time_embedder.linear_1.weight"][1] == torch.float32
+    assert set(expected) == set(Cosmos3Transformer(read_config(ckpt)).state_dict())
 
 
 def test_config_round_trip_from_diffusers_json(ckpt):

@@ -61,7 +61,8 @@ CORE_NODE_FILES = {
 }
 CORE_NODE_TYPES = frozenset(CORE_NODE_FILES)
 EXTRA_NODE_FILES = tuple(sorted({f for f in CORE_NODE_FILES.values() if f}))
-WIDGET_TYPES = frozenset({"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"})
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
+WIDGET_TYPES = frozenset({"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", DYNAMIC_COMBO})
 UPLOAD_FLAGS = ("image_upload", "video_upload", "animated_image_upload")
 OPTIONAL_SHAPE = 7  # LiteGraph slot shape of an optional input (hollow circle)
 TOP_LEVEL_KEYS = ("last_node_id", "last_link_id", "nodes", "links", "groups", "config", "extra", "version")
@@ -235,15 +236,31 @@ def literal_widget_defaults(node_id: str, root: Path = PACK_ROOT) -> list[tuple[
 
 def _input_specs(cls) -> list[tuple[str, str, Any, dict, bool]]:
     """``[(section, name, type, options, is_widget)]`` of a node class, required then optional."""
-    info = cls.INPUT_TYPES()
+    return _section_specs(cls.INPUT_TYPES())
+
+
+def _section_specs(info: dict, prefix: str = "") -> list[tuple[str, str, Any, dict, bool]]:
+    """Specs of one ``{"required": ..., "optional": ...}`` block; names of nested inputs get ``prefix``. Inputs the
+    frontend hides get no widget."""
     specs = []
     for section in ("required", "optional"):
         for name, spec in (info.get(section) or {}).items():
             typ = spec[0]
             opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+            if opts.get("hidden"):
+                continue
             is_widget = (isinstance(typ, (list, tuple)) or typ in WIDGET_TYPES) and not opts.get("forceInput")
-            specs.append((section, name, typ, opts, is_widget))
+            specs.append((section, prefix + name, typ, opts, is_widget))
     return specs
+
+
+def _dynamic_combo_children(name: str, opts: dict, value) -> list[tuple[str, str, Any, dict, bool]]:
+    """The inputs a dynamic combo (newer ComfyUI) shows for its selected option, named ``<combo>.<input>`` as the
+    frontend serializes them, in the order its widgets follow the combo's."""
+    for option in opts.get("options", []):
+        if option.get("key") == value:
+            return _section_specs(option.get("inputs") or {}, prefix=name + ".")
+    raise ValueError(f"dynamic combo {name!r} has no option {value!r}")
 
 
 def _has_control_widget(name: str, typ, opts: dict) -> bool:
@@ -260,7 +277,7 @@ def _widget_default(name: str, typ, opts: dict, node: dict):
         return opts["default"]
     options = typ if isinstance(typ, (list, tuple)) else opts.get("options")
     if options:
-        return options[0]
+        return options[0]["key"] if isinstance(options[0], dict) else options[0]
     raise ValueError(f"node {node['id']} ({node['type']}): widget {name!r} has no saved value and no default")
 
 
@@ -271,20 +288,25 @@ def widget_inputs(ns, node: dict) -> dict[str, Any]:
     linked = {i["name"] for i in node.get("inputs") or [] if i.get("link") is not None}
     out, pos, upload = {}, 0, False
     specs = _input_specs(cls)
-    for k, (section, name, typ, opts, is_widget) in enumerate(specs):
+    k = 0
+    while k < len(specs):
+        section, name, typ, opts, is_widget = specs[k]
         if is_widget:
             if pos >= len(values):  # a widget the node gained after the workflow was saved: the frontend
-                if name not in linked:  # leaves it at its default, and so does this runner
-                    out[name] = _widget_default(name, typ, opts, node)
-                continue
+                value = _widget_default(name, typ, opts, node)  # leaves it at its default, and so does this runner
+            else:
+                value = values[pos]
+                pos += 1 + _has_control_widget(name, typ, opts)
             if name not in linked:  # a widget converted to a linked input keeps its value but is not used
-                out[name] = values[pos]
-            pos += 1 + _has_control_widget(name, typ, opts)
+                out[name] = value
+            if typ == DYNAMIC_COMBO:
+                specs[k + 1:k + 1] = _dynamic_combo_children(name, opts, value)
             upload = upload or (section == "required" and any(opts.get(f) for f in UPLOAD_FLAGS))
         last_required = k + 1 == len(specs) or specs[k + 1][0] != "required"
         if upload and section == "required" and last_required:
             pos += 1  # the upload button the frontend appends to the required inputs ("image")
             upload = False
+        k += 1
     if pos < len(values):
         raise ValueError(f"node {node['id']} ({node['type']}): {len(values)} widgets_values for {pos} widget slots: {values!r}")
     return out
@@ -339,6 +361,17 @@ def _hidden_values(ns, nid: str, prompt: dict, workflow: dict) -> dict:
     return {io.Hidden.unique_id: nid, io.Hidden.prompt: prompt, io.Hidden.extra_pnginfo: {"workflow": workflow}}
 
 
+def _nested_dynamic_inputs(cls, prompt_inputs: dict, kwargs: dict) -> dict:
+    """A V3 node's inputs grouped the way ComfyUI's executor passes dynamic ones (``format.codec`` ->
+    ``{"format": {"format": ..., "codec": ...}}``) on versions that have them; unchanged elsewhere."""
+    from comfy_api.latest import _io
+
+    if not hasattr(_io, "build_nested_inputs"):
+        return kwargs
+    _, _, v3_data = _io.get_finalized_class_inputs(cls.INPUT_TYPES(), prompt_inputs)
+    return _io.build_nested_inputs(kwargs, v3_data)
+
+
 def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate: bool = True, stand_ins: dict | None = None) -> SimpleNamespace:
     """Convert and execute ``workflow`` node by node. Returns ``SimpleNamespace(prompt, order, outputs, ui,
     inputs)``; ``outputs``/``ui``/``inputs`` are keyed by node id (int).
@@ -364,6 +397,7 @@ def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate:
         hidden = None
         if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):
             hidden = _hidden_values(ns, key, prompt, workflow)
+            kwargs = _nested_dynamic_inputs(cls, entry["inputs"], kwargs)
         else:  # V1: hidden inputs are keyword arguments named in INPUT_TYPES()["hidden"]
             values = {"UNIQUE_ID": key, "PROMPT": prompt, "EXTRA_PNGINFO": {"workflow": workflow}}
             kwargs.update({n: values[v] for n, v in (cls.INPUT_TYPES().get("hidden") or {}).items() if v in values})

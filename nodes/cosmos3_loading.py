@@ -1,0 +1,106 @@
+"""Cosmos3 transformer weights into a ComfyUI model, the way ComfyUI loads its own diffusion models.
+
+The version at hand decides (feature-detected, never by version string): the patcher class ComfyUI's loaders use
+(``CoreModelPatcher``, dynamic VRAM on NVIDIA, where it exists), ``assign`` loading under a dynamic patcher,
+shard reading through ``comfy.utils.load_torch_file`` (zero-copy mmap under dynamic VRAM), and a
+``cached_patcher_init`` factory so multi-GPU / device-selection nodes can rebuild the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import torch
+
+import comfy.model_management
+import comfy.model_patcher
+import comfy.patcher_extension
+import comfy.utils
+
+from ..cosmos3 import check_checkpoint, expected_tensors, read_config, require_cosmos3_keys, shard_files, tensor_shapes
+from .cosmos3_model import Cosmos3ModelConfig, keep_conditioned_outer_sample, text_kv_outer_sample
+
+log = logging.getLogger(__name__)
+
+TEXT_KV_WRAPPER_KEY = "cosmos3_text_kv"
+KEEP_WRAPPER_KEY = "cosmos3_keep_conditioned"
+WEIGHT_DTYPES = {"default": None, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+
+
+def patcher_class(disable_dynamic: bool = False):
+    """The ModelPatcher class ComfyUI's own loaders create: ``CoreModelPatcher`` where this ComfyUI has it (dynamic
+    VRAM on NVIDIA GPUs, a plain patcher elsewhere), ``ModelPatcher`` when asked for a non-dynamic one."""
+    if disable_dynamic:
+        return comfy.model_patcher.ModelPatcher
+    return getattr(comfy.model_patcher, "CoreModelPatcher", comfy.model_patcher.ModelPatcher)
+
+
+def is_dynamic(patcher) -> bool:
+    """Whether the patcher streams weights itself (dynamic VRAM): then weights are assigned, not copied."""
+    return bool(getattr(patcher, "is_dynamic", lambda: False)())
+
+
+@torch.no_grad()
+def load_shards(diffusion_model: torch.nn.Module, files: list[str], expected: dict, assign: bool) -> int:
+    """Load each shard through ``load_state_dict`` (so ComfyUI's operations receive their weights, lazily built
+    ones included), one shard at a time, each tensor cast to the dtype the model stores it in. Returns the count."""
+    loaded = 0
+    for file in files:
+        shard = comfy.utils.load_torch_file(file)
+        by_module = defaultdict(dict)
+        for key in [k for k in shard if k in expected]:
+            module, _, name = key.rpartition(".")
+            by_module[module][name] = shard.pop(key).to(expected[key][1])
+        shard.clear()
+        for module, tensors in by_module.items():
+            target = diffusion_model.get_submodule(module)
+            _, unexpected = target.load_state_dict(tensors, strict=False, assign=assign)
+            if unexpected:
+                raise RuntimeError(f"Cosmos3: module {module!r} rejected {unexpected} while loading {file}.")
+            loaded += len(tensors)
+        by_module.clear()
+    return loaded
+
+
+def read_checkpoint(path: str):
+    """Shard files, key -> shape and config of the Cosmos3 transformer checkpoint at ``path``, from the
+    safetensors headers alone; raises naming the path when files are missing or it is not Cosmos3."""
+    files = shard_files(path)
+    shapes = tensor_shapes(files)
+    require_cosmos3_keys(shapes, path)
+    return files, shapes, read_config(path, shapes)
+
+
+def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic: bool = False):
+    """The ModelPatcher of the Cosmos3 transformer at ``path`` (checkpoint folder, ``transformer/`` or merged file).
+
+    Checks the checkpoint against its config from the safetensors headers before reading any weight (errors name
+    the path and the keys), builds the model without initialising weights, and loads it shard by shard through
+    ComfyUI's loading path. fp8 weight dtypes store fp8 and compute in bf16/fp32. The per-run text K/V cache and
+    the exact return of conditioned (I2V) frames are installed as outer-sample wrappers. Registered as the patcher's
+    ``cached_patcher_init`` so ComfyUI can rebuild it (``disable_dynamic`` is what it passes for that).
+    """
+    if weight_dtype not in WEIGHT_DTYPES:
+        raise ValueError(f"weight_dtype must be one of {list(WEIGHT_DTYPES)}, got {weight_dtype!r}.")
+    files, shapes, config = read_checkpoint(path)
+    load_device = comfy.model_management.get_torch_device()
+    offload_device = comfy.model_management.unet_offload_device()
+    model_config = Cosmos3ModelConfig(config)
+    dtype = WEIGHT_DTYPES[weight_dtype] or comfy.model_management.unet_dtype(
+        model_params=config.parameter_count(), supported_dtypes=model_config.supported_inference_dtypes
+    )
+    expected = expected_tensors(config, dtype)
+    check_checkpoint(shapes, expected, repr(path))
+    manual_cast = comfy.model_management.unet_manual_cast(dtype, load_device, model_config.supported_inference_dtypes)
+    model_config.set_inference_dtype(dtype, manual_cast)
+    model = model_config.get_model({}, device=offload_device)
+    patcher = patcher_class(disable_dynamic)(model, load_device=load_device, offload_device=offload_device)
+    count = load_shards(model.diffusion_model, files, expected, assign=is_dynamic(patcher))
+    log.info("Cosmos3: loaded %d tensors from %d file(s) as %s (compute %s, %s).", count, len(files), dtype,
+             manual_cast or dtype, type(patcher).__name__)
+    outer_sample = comfy.patcher_extension.WrappersMP.OUTER_SAMPLE
+    patcher.add_wrapper_with_key(outer_sample, TEXT_KV_WRAPPER_KEY, text_kv_outer_sample)
+    patcher.add_wrapper_with_key(outer_sample, KEEP_WRAPPER_KEY, keep_conditioned_outer_sample)
+    patcher.cached_patcher_init = (load_cosmos3_model, (path, weight_dtype))
+    return patcher
