@@ -60,8 +60,8 @@ SPECS = {
 
 # A larger Wan and Flux for the benchmark, where the block stack dominates a call.
 MEDIUM = {
-    "wan21_t2v": dataclasses.replace(SPECS["wan21_t2v"], unet={**SPECS["wan21_t2v"].unet, "dim": 512, "ffn_dim": 2048, "num_heads": 4, "num_layers": 8}, latent=(16, 5, 32, 32)),
-    "flux": dataclasses.replace(SPECS["flux"], unet={**FLUX, "hidden_size": 512, "num_heads": 4, "mlp_ratio": 4.0, "depth": 4, "depth_single_blocks": 8, "axes_dim": [16, 56, 56]}, latent=(16, 64, 64)),
+    "wan21_t2v": dataclasses.replace(SPECS["wan21_t2v"], unet={**SPECS["wan21_t2v"].unet, "dim": 384, "ffn_dim": 1536, "num_heads": 3, "num_layers": 6}, latent=(16, 3, 16, 16)),
+    "flux": dataclasses.replace(SPECS["flux"], unet={**FLUX, "hidden_size": 384, "num_heads": 3, "mlp_ratio": 4.0, "depth": 2, "depth_single_blocks": 4, "axes_dim": [16, 56, 56]}, latent=(16, 32, 32)),
 }
 
 
