@@ -5,7 +5,7 @@ Layer operations and attention are injected so a host (ComfyUI) can supply its o
 
 from .checkpoint import is_unused_key, load_weights, read_config, require_cosmos3_keys, shard_files, tensor_shapes
 from .config import Cosmos3Config
-from .model import Cosmos3Transformer, GenStackInputs, patchify, unpatchify
+from .model import STACK_BOUNDARIES, STACK_BOUNDARY_KEY, Cosmos3Transformer, GenStackInputs, patchify, stack_boundary, unpatchify
 from .ops import TorchOps, sdpa_attention
 from .schedule import reference_sigmas
 from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
@@ -13,6 +13,8 @@ from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 __all__ = [
     "Cosmos3Config",
     "Cosmos3Transformer",
+    "STACK_BOUNDARIES",
+    "STACK_BOUNDARY_KEY",
     "GenStackInputs",
     "TEXT_KV_CACHE_KEY",
     "TextKV",
@@ -26,6 +28,7 @@ __all__ = [
     "require_cosmos3_keys",
     "sdpa_attention",
     "shard_files",
+    "stack_boundary",
     "tensor_shapes",
     "unpatchify",
 ]

@@ -28,6 +28,8 @@ def test_defaults():
         ("end_steps", -1),
         ("max_consecutive", -2),
         ("residual_device", "gpu"),
+        ("residual_boundary", "middle"),
+        ("indicator_filter", "gaussian"),
     ],
 )
 def test_invalid_raises_naming_parameter(name, value):
@@ -43,6 +45,8 @@ def test_validate_after_mutation():
 
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"max_consecutive": -1}, {"max_consecutive": 0},
-                                    {"power": 2.5}, {"residual_device": "cpu"}, {"order": 0}, {"order": 2}])
+                                    {"power": 2.5}, {"residual_device": "cpu"}, {"order": 0}, {"order": 2},
+                                    {"residual_boundary": "before_norm"}, {"residual_boundary": "after_norm"},
+                                    {"indicator_filter": "none"}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)
