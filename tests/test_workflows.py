@@ -18,7 +18,7 @@ import workflow_runner as wr
 T2V = "cosmos3_t2v_seacache.json"
 I2V = "cosmos3_i2v_seacache.json"
 WORKFLOWS = [T2V, I2V]
-APPLY_DEFAULTS = [0.25, "2", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
+APPLY_DEFAULTS = [0.25, "1", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative")
 SIZE_NODES = TEXT_NODES + ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
