@@ -44,7 +44,7 @@ class SeaCacheApply(io.ComfyNode):
             inputs=[
                 io.Model.Input("model", tooltip="A Cosmos3 MODEL from Cosmos3 Loader."),
                 io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this; higher = faster, 0 = never reuse (exact)."),
-                io.Combo.Input("residual_order", options=["0", "1", "2"], default="2", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear (vLLM-Omni), 2 = quadratic (default: lowest error on the pack's trained proxy; keeps one more residual in memory)."),
+                io.Combo.Input("residual_order", options=["0", "1", "2"], default="1", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear, 2 = quadratic."),
                 io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row (0 = never reuse, -1 = no cap)."),
                 io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed."),
                 io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed."),
