@@ -77,8 +77,8 @@ def test_boundary_changes_where_the_seam_ends_not_the_velocity(model):
 
 
 def test_unfiltered_gate_compares_raw_latents():
-    g = torch.Generator().manual_seed(1)
-    a, b = torch.randn(1, 4, 9, 16, 16, generator=g), torch.randn(1, 4, 9, 16, 16, generator=g)
+    a = proxy.make_dataset(1, 1)[0]  # smooth content
+    b = a + 0.3 * torch.randn(a.shape, generator=torch.Generator().manual_seed(1))  # plus fine noise
     distances = {}
     for name in ("sea", "none"):
         gate = SeaCacheGate(SeaCacheConfig(indicator_filter=name, threshold=100.0))
@@ -88,7 +88,7 @@ def test_unfiltered_gate_compares_raw_latents():
         distances[name] = decision.distance
     assert distances["none"] == pytest.approx(float(rel_l1(b, a)), rel=1e-5)
     assert distances["sea"] == pytest.approx(float(rel_l1(sea_filter(b, 0.5), sea_filter(a, 0.5))), rel=1e-5)
-    assert distances["sea"] != pytest.approx(distances["none"], rel=1e-2)
+    assert distances["sea"] < 0.95 * distances["none"]  # the low-pass SEA view discounts the fine change
 
 
 def test_even_steps_spread_the_full_calls():
