@@ -93,6 +93,8 @@ class SeaCacheGate:
             frames, dims = 1, (-2, -1)
         else:
             raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
+        if self.config.indicator_filter == "none":
+            return latent.detach().to(torch.float32, copy=True)  # a copy: the host may reuse its buffer
         power = self.config.resolve_power(frames)
         with torch.no_grad():
             return sea_filter_float32(latent, sigma, power, dims, self.gains)

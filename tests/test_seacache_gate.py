@@ -156,7 +156,7 @@ def test_one_branch_must_compute_whole_call_computes():
     n = 8
     still = _noise(seed=3)
     jumping = [_noise(seed=4) / 2**k for k in range(n)]  # distance 0.5 every step
-    gate = SeaCacheGate(SeaCacheConfig(threshold=0.3, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.3, max_consecutive=-1, order=1))
     for step in range(3):
         d, applied = _call(gate, ["c", "u"], torch.cat([still, jumping[step]]), 0.5, step, n)
     rec = gate.stats.records[-1]
