@@ -37,7 +37,7 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) ->
     pack = comfyui_harness.load_pack_with_comfyui_loader(ns)
     run = Tiny(ns, pack, name, *ns.run_node("SeaCacheCosmos3Loader", checkpoint=name, weight_dtype="default").outputs)
     print(f"ComfyUI {ns.version}: Cosmos3 Loader -> SeaCache Apply -> SamplerCustomAdvanced (uni_pc_bh2, CFG 6)")
-    positive, negative = run.encode(PROMPT, **SIZE), run.encode("", negative=True, **SIZE)
+    positive, negative = run.encode(PROMPT), run.encode("", negative=True)
     latent, cached = run.empty(**SIZE), run.seacache()
     times = []
     for model in (cached, run.model, cached):  # the first run warms up (allocator, threads, gate)
