@@ -234,7 +234,7 @@ def load_in_subprocess(mode: str, checkpoint: str) -> dict:
 def main() -> None:
     from make_tiny_checkpoint import PRESETS, make_tiny_checkpoint
 
-    config = Cosmos3Config(**PRESETS["medium"])
+    config = Cosmos3Config(**PRESETS["medium"].sizes)
     b, c, t, h, w = LATENT_SHAPE
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -12,8 +13,10 @@ from .config import Cosmos3Config
 
 log = logging.getLogger(__name__)
 
-INDEX_NAME = "diffusion_pytorch_model.safetensors.index.json"
-SINGLE_NAME = "diffusion_pytorch_model.safetensors"
+WEIGHT_NAMES = ("diffusion_pytorch_model", "model")
+"""Stems of transformer weight files: diffusers' name, and the one some re-uploads (community packs) use."""
+TOKENIZER_FOLDER = "text_tokenizer"
+NEGATIVE_PROMPT_FILE = os.path.join("assets", "negative_prompt.json")
 SIGNATURE_KEYS = (
     "proj_in.weight",
     "proj_out.weight",
@@ -41,28 +44,105 @@ def require_cosmos3_keys(keys, source: str) -> None:
 
 
 def shard_files(path: str) -> list[str]:
-    """Safetensors files of a checkpoint: a ``transformer/`` folder (sharded via its index, or single), a
-    checkpoint root holding ``transformer/``, or one merged ``.safetensors`` file. Raises naming what is missing."""
+    """Safetensors files of a checkpoint: a ``transformer/`` folder, a checkpoint root holding ``transformer/``,
+    or one merged ``.safetensors`` file. In a folder, for each stem of :data:`WEIGHT_NAMES` in turn, a
+    ``<stem>.safetensors.index.json`` with its shards, else a single ``<stem>.safetensors``. Raises naming the
+    folder and the files looked for, or the shards an index lists that are missing."""
     if os.path.isfile(path):
         return [path]
     folder = os.path.join(path, "transformer") if os.path.isdir(os.path.join(path, "transformer")) else path
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"Cosmos3 checkpoint not found: {path!r} is neither a folder nor a .safetensors file.")
-    index = os.path.join(folder, INDEX_NAME)
-    if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            names = sorted(set(json.load(f)["weight_map"].values()))
-        files = [os.path.join(folder, n) for n in names]
-        absent = [f for f in files if not os.path.isfile(f)]
-        if absent:
-            raise FileNotFoundError(f"Cosmos3 checkpoint is incomplete: shard(s) {absent} listed in {index} are missing.")
-        return files
-    single = os.path.join(folder, SINGLE_NAME)
-    if os.path.isfile(single):
-        return [single]
+    for stem in WEIGHT_NAMES:
+        index = os.path.join(folder, f"{stem}.safetensors.index.json")
+        if os.path.isfile(index):
+            with open(index, encoding="utf-8") as f:
+                names = sorted(set(json.load(f)["weight_map"].values()))
+            files = [os.path.join(folder, n) for n in names]
+            absent = [f for f in files if not os.path.isfile(f)]
+            if absent:
+                raise FileNotFoundError(
+                    f"Cosmos3 checkpoint is incomplete: shard(s) {absent} listed in {index} are missing."
+                )
+            return files
+        single = os.path.join(folder, f"{stem}.safetensors")
+        if os.path.isfile(single):
+            return [single]
+    looked_for = [f"{stem}.safetensors.index.json (+ shards) or {stem}.safetensors" for stem in WEIGHT_NAMES]
+    raise FileNotFoundError(f"No Cosmos3 weights in {folder!r}: expected {' / '.join(looked_for)}.")
+
+
+def tokenizer_folder(root: str) -> str:
+    """The folder holding the prompt tokenizer of a checkpoint root: ``text_tokenizer/`` (Nano, Super) or the
+    root itself (some Edge uploads keep ``tokenizer.json`` there). Raises naming both places looked at."""
+    candidates = (os.path.join(root, TOKENIZER_FOLDER), root)
+    for folder in candidates:
+        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            return folder
+    looked = " and ".join(os.path.join(folder, "tokenizer.json") for folder in candidates)
     raise FileNotFoundError(
-        f"No Cosmos3 weights in {folder!r}: expected {INDEX_NAME} with its shards, or {SINGLE_NAME}."
+        f"No Cosmos3 tokenizer for the checkpoint at {root}: missing {looked}. Copy the checkpoint's "
+        "text_tokenizer/ folder (tokenizer.json, tokenizer_config.json) there."
     )
+
+
+def read_negative_prompt(root: str) -> str:
+    """The checkpoint's recommended negative prompt, as NVIDIA's scripts pass it: the structured JSON of
+    ``assets/negative_prompt.json`` serialised with ``json.dumps`` (a file holding a JSON string gives that string).
+    Without the file (Cosmos3-Super ships no ``assets/``) it is "", which is what diffusers' pipeline uses when no
+    negative prompt is given. Raises naming the file when it is not valid JSON."""
+    path = os.path.join(root, NEGATIVE_PROMPT_FILE)
+    if not os.path.isfile(path):
+        log.info("Cosmos3: no %s; the default negative prompt is empty (as in diffusers' pipeline).", path)
+        return ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"Cosmos3 negative prompt {path} is not valid JSON ({err}); fix or delete the file.") from err
+    return data if isinstance(data, str) else json.dumps(data)
+
+
+@dataclass(frozen=True)
+class DistilledSchedule:
+    """Sampling recipe of a few-step distilled checkpoint (Cosmos3-Super-Text2Image-4Step / -Image2Video-4Step)."""
+
+    sigmas: list[float]  # every step's sigma and the final 0, shifted as the checkpoint's scheduler does
+    stochastic: bool  # the scheduler re-noises each step (x0 -> (1 - s') x0 + s' noise): ComfyUI's "lcm" sampler
+
+    @property
+    def sampler(self) -> str:
+        """The ComfyUI sampler taking the same steps: ``lcm`` (re-noising) or ``euler`` (deterministic)."""
+        return "lcm" if self.stochastic else "euler"
+
+
+_RESHAPING_SCHEDULER_KEYS = ("use_dynamic_shifting", "shift_terminal", "use_karras_sigmas", "use_exponential_sigmas",
+                             "use_beta_sigmas", "invert_sigmas")
+
+
+def read_distilled_schedule(root: str) -> DistilledSchedule | None:
+    """The fixed schedule of a distilled checkpoint, or None for the others. diffusers' distilled pipeline takes
+    ``distilled_sigmas`` from ``modular_model_index.json`` and gives them to its FlowMatchEuler scheduler, which
+    applies the ``shift`` of ``scheduler/scheduler_config.json`` and appends a final 0; CFG is 1 (baked in)."""
+    path = os.path.join(root, "modular_model_index.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f).get("distilled_sigmas")
+    if not raw:
+        return None
+    scheduler = {}
+    scheduler_path = os.path.join(root, "scheduler", "scheduler_config.json")
+    if os.path.isfile(scheduler_path):
+        with open(scheduler_path, encoding="utf-8") as f:
+            scheduler = json.load(f)
+    unsupported = [k for k in _RESHAPING_SCHEDULER_KEYS if scheduler.get(k)]
+    if unsupported:
+        raise ValueError(f"{scheduler_path}: {unsupported} reshape the distilled schedule and are not supported here.")
+    shift = torch.tensor(float(scheduler.get("shift", 1.0)), dtype=torch.float32)
+    sigmas = torch.tensor([float(s) for s in raw], dtype=torch.float32)
+    sigmas = shift * sigmas / (1 + (shift - 1) * sigmas)
+    return DistilledSchedule(sigmas.tolist() + [0.0], bool(scheduler.get("stochastic_sampling", False)))
 
 
 def read_config(path: str, keys_and_shapes: dict[str, tuple] | None = None) -> Cosmos3Config:
@@ -78,8 +158,9 @@ def read_config(path: str, keys_and_shapes: dict[str, tuple] | None = None) -> C
 
 
 def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
-    """Derive the architecture of a merged single-file checkpoint from its weight shapes. The mRoPE split is
-    not visible in weights: it keeps Nano's proportions (24/20/20 of 64 frequency pairs)."""
+    """Derive the architecture of a merged single-file checkpoint from its weight shapes: sizes, attention bias,
+    the backbone (no ``gate_proj``: Nemotron ``relu2``) and which QK norms exist. Not visible in weights, so kept
+    at Nano's values: the mRoPE split (24/20/20 of 64 frequency pairs), rope theta, eps, base fps."""
     require_cosmos3_keys(shapes, "this file")
     head_dim = shapes["layers.0.self_attn.norm_added_q.weight"][0]
     spatial = round(head_dim / 2 * 20 / 64)
@@ -95,9 +176,11 @@ def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
         intermediate_size=shapes["layers.0.mlp_moe_gen.up_proj.weight"][0],
         vocab_size=shapes["embed_tokens.weight"][0],
         attention_bias="layers.0.self_attn.add_q_proj.bias" in shapes,
+        hidden_act="silu" if "layers.0.mlp_moe_gen.gate_proj.weight" in shapes else "relu2",
         latent_channel=patch_dim // 4,
         patch_latent_dim=patch_dim,
         qk_norm_for_text="layers.0.self_attn.norm_q.weight" in shapes,
+        use_und_k_norm_for_gen="layers.0.self_attn.k_norm_und_for_gen.weight" in shapes,
         rope_axes_dim=(head_dim // 2 - 2 * spatial, spatial, spatial),
     )
 

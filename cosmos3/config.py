@@ -7,6 +7,9 @@ import math
 from dataclasses import dataclass, field
 
 
+HIDDEN_ACTS = ("silu", "relu2")
+
+
 @dataclass(frozen=True)
 class Cosmos3Config:
     """Architecture of the Cosmos3 omni transformer (defaults: Cosmos3-Nano).
@@ -45,10 +48,10 @@ class Cosmos3Config:
 
     def validate(self) -> None:
         """Reject configurations this implementation cannot run, naming the field and what is supported."""
-        if self.hidden_act != "silu":
+        if self.hidden_act not in HIDDEN_ACTS:
             raise ValueError(
-                f"Cosmos3Config.hidden_act={self.hidden_act!r} is not supported: only the 'silu' "
-                "(Qwen3-style) backbone of Cosmos3 video generation is implemented."
+                f"Cosmos3Config.hidden_act={self.hidden_act!r} is not supported: Cosmos3 backbones use 'silu' "
+                "(Qwen3: Nano, Super and their Text2Image/Image2Video versions) or 'relu2' (Nemotron: Edge)."
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
@@ -87,9 +90,13 @@ class Cosmos3Config:
         """Parameters used for video generation (text and generator pathways, no lm_head/action/sound)."""
         h, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
         attn = 2 * (h * q + 2 * h * kv + q * h)
-        mlp = 2 * 3 * h * self.intermediate_size
-        per_layer = attn + mlp + 4 * h + 4 * self.head_dim
-        top = self.vocab_size * h + 2 * self.patch_latent_dim * h + 256 * h + h * h + h
+        if self.attention_bias:
+            attn += 2 * (q + 2 * kv + h)
+        mlp = 2 * (3 if self.hidden_act == "silu" else 2) * h * self.intermediate_size
+        qk_norms = 2 + (2 if self.qk_norm_for_text else int(self.use_und_k_norm_for_gen))
+        per_layer = attn + mlp + 4 * h + qk_norms * self.head_dim
+        patch = self.patch_latent_dim
+        top = self.vocab_size * h + 2 * patch * h + patch + h + (256 * h + h) + (h * h + h) + h
         return self.num_hidden_layers * per_layer + top
 
     @property

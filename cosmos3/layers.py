@@ -7,22 +7,27 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import Cosmos3Config
-from .ops import precise_dtype
+from .ops import norm_class, precise_dtype
 from .rope import apply_rope
 
 
-class SwiGLU(nn.Module):
-    """``down(silu(gate(x)) * up(x))`` without biases."""
+class MLP(nn.Module):
+    """Feed-forward block without biases: SwiGLU ``down(silu(gate(x)) * up(x))`` for ``hidden_act="silu"``
+    (Qwen3 backbones: Nano, Super), ungated squared ReLU ``down(relu(up(x))**2)`` for ``"relu2"`` (Nemotron: Edge)."""
 
     def __init__(self, config: Cosmos3Config, ops, device=None, dtype=None):
         super().__init__()
         h, m = config.hidden_size, config.intermediate_size
-        self.gate_proj = ops.Linear(h, m, bias=False, device=device, dtype=dtype)
+        self.gated = config.hidden_act == "silu"
+        if self.gated:
+            self.gate_proj = ops.Linear(h, m, bias=False, device=device, dtype=dtype)
         self.up_proj = ops.Linear(h, m, bias=False, device=device, dtype=dtype)
         self.down_proj = ops.Linear(m, h, bias=False, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gated:
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(torch.relu(self.up_proj(x)).square())
 
 
 class PackedAttention(nn.Module):
@@ -41,17 +46,18 @@ class PackedAttention(nn.Module):
         self.add_k_proj = ops.Linear(h, kv, bias=bias, **kw)
         self.add_v_proj = ops.Linear(h, kv, bias=bias, **kw)
         self.to_add_out = ops.Linear(q, h, bias=bias, **kw)
-        eps = config.rms_norm_eps
+        eps, norm = config.rms_norm_eps, norm_class(ops, config.hidden_act)
         kw = dict(device=device, dtype=precise_dtype(dtype))
         if config.qk_norm_for_text:
-            self.norm_q = ops.RMSNorm(d, eps=eps, **kw)
-            self.norm_k = ops.RMSNorm(d, eps=eps, **kw)
+            self.norm_q = norm(d, eps=eps, **kw)
+            self.norm_k = norm(d, eps=eps, **kw)
         else:
             self.norm_q = self.norm_k = nn.Identity()
+        # Without text QK norms a checkpoint may still normalise the text keys the generator reads.
         use_gen_k_norm = config.use_und_k_norm_for_gen and not config.qk_norm_for_text
-        self.k_norm_und_for_gen = ops.RMSNorm(d, eps=eps, **kw) if use_gen_k_norm else None
-        self.norm_added_q = ops.RMSNorm(d, eps=eps, **kw)
-        self.norm_added_k = ops.RMSNorm(d, eps=eps, **kw)
+        self.k_norm_und_for_gen = norm(d, eps=eps, **kw) if use_gen_k_norm else None
+        self.norm_added_q = norm(d, eps=eps, **kw)
+        self.norm_added_k = norm(d, eps=eps, **kw)
 
 
 def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -66,16 +72,16 @@ class Cosmos3Layer(nn.Module):
     def __init__(self, config: Cosmos3Config, ops, device=None, dtype=None):
         super().__init__()
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
-        eps, h = config.rms_norm_eps, config.hidden_size
+        eps, h, norm = config.rms_norm_eps, config.hidden_size, norm_class(ops, config.hidden_act)
         kw = dict(device=device, dtype=dtype)
         self.self_attn = PackedAttention(config, ops, **kw)
-        self.mlp = SwiGLU(config, ops, **kw)
-        self.mlp_moe_gen = SwiGLU(config, ops, **kw)
+        self.mlp = MLP(config, ops, **kw)
+        self.mlp_moe_gen = MLP(config, ops, **kw)
         kw = dict(device=device, dtype=precise_dtype(dtype))
-        self.input_layernorm = ops.RMSNorm(h, eps=eps, **kw)
-        self.input_layernorm_moe_gen = ops.RMSNorm(h, eps=eps, **kw)
-        self.post_attention_layernorm = ops.RMSNorm(h, eps=eps, **kw)
-        self.post_attention_layernorm_moe_gen = ops.RMSNorm(h, eps=eps, **kw)
+        self.input_layernorm = norm(h, eps=eps, **kw)
+        self.input_layernorm_moe_gen = norm(h, eps=eps, **kw)
+        self.post_attention_layernorm = norm(h, eps=eps, **kw)
+        self.post_attention_layernorm_moe_gen = norm(h, eps=eps, **kw)
 
     def text_modules(self) -> list[nn.Module]:
         """Modules of the text pathway (run once per prompt; its keys/values are cached)."""

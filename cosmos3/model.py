@@ -18,7 +18,7 @@ from torch import nn
 
 from .config import Cosmos3Config
 from .layers import Cosmos3Layer
-from .ops import TorchOps, precise_dtype, sdpa_attention
+from .ops import TorchOps, norm_class, precise_dtype, sdpa_attention
 from .rope import rope_cos_sin, text_positions, vision_positions
 from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 
@@ -83,7 +83,7 @@ class Cosmos3Transformer(nn.Module):
         self.layers = nn.ModuleList(Cosmos3Layer(config, ops, **kw) for _ in range(config.num_hidden_layers))
         kw = dict(device=device, dtype=precise_dtype(dtype))
         self.embed_tokens = ops.Embedding(config.vocab_size, h, **kw)
-        self.norm_moe_gen = ops.RMSNorm(h, eps=config.rms_norm_eps, **kw)
+        self.norm_moe_gen = norm_class(ops, config.hidden_act)(h, eps=config.rms_norm_eps, **kw)
         self.proj_in = ops.Linear(config.patch_latent_dim, h, bias=True, **kw)
         self.proj_out = ops.Linear(h, config.patch_latent_dim, bias=True, **kw)
         self.time_embedder = TimestepEmbedder(h, ops, device=device)

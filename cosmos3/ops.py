@@ -1,12 +1,15 @@
 """Default layer operations and attention, replaceable by the host (ComfyUI passes ``comfy.ops`` and its attention).
 
 An ``operations`` object provides ``Linear``, ``RMSNorm`` and ``Embedding`` classes with the
-``torch.nn`` constructor signatures plus ``device``/``dtype`` keywords. An attention function takes
+``torch.nn`` constructor signatures plus ``device``/``dtype`` keywords; it may also provide ``NemotronRMSNorm``
+(see :func:`nemotron_norm_class`, otherwise derived from its ``RMSNorm``). An attention function takes
 ``q [B, Hq, Lq, D]``, ``k``/``v [B, Hkv, Lk, D]`` and ``causal``, and returns ``[B, Lq, Hq * D]``. The model
 never passes masks (prompts of different lengths attend item by item), so every fast kernel stays usable.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +35,40 @@ class RMSNorm(nn.Module):
         return (out * self.weight).to(x.dtype)
 
 
+class NemotronRMSNorm(RMSNorm):
+    """RMS normalisation of Nemotron-style (``hidden_act="relu2"``, Cosmos3-Edge) checkpoints: normalise in float32,
+    multiply by the weight in float32, then cast back to the input dtype (a bf16 weight is never rounded to)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        out = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out if self.weight is None else out * self.weight.float()).to(x.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _float32_norm_of(base: type) -> type:
+    """Subclass of a host RMSNorm that runs it on a float32 copy of the input and casts the result back."""
+
+    def forward(self, x):
+        return base.forward(self, x.float()).to(x.dtype)
+
+    return type(f"Nemotron{base.__name__}", (base,), {"forward": forward, "__doc__": f"{base.__name__} computed in float32 (Nemotron RMSNorm)."})
+
+
+def nemotron_norm_class(operations) -> type:
+    """The Nemotron RMSNorm class for ``operations``: its own ``NemotronRMSNorm`` when it has one, else a subclass
+    of its ``RMSNorm`` fed float32 input. That is exact for any RMSNorm that computes in its input's dtype with the
+    weight cast to it (torch.nn.RMSNorm, ComfyUI's ``comfy.ops`` RMSNorm with or without cast weights), and keeps
+    the host's weight handling (casting, offloading, patches) because the module stays a host RMSNorm."""
+    own = getattr(operations, "NemotronRMSNorm", None)
+    return own if own is not None else _float32_norm_of(operations.RMSNorm)
+
+
+def norm_class(operations, hidden_act: str) -> type:
+    """RMSNorm class of a backbone: Nemotron-style for ``relu2`` (Cosmos3-Edge), the host's RMSNorm otherwise."""
+    return nemotron_norm_class(operations) if hidden_act == "relu2" else operations.RMSNorm
+
+
 FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 
 
@@ -47,6 +84,7 @@ class TorchOps:
     Linear = nn.Linear
     Embedding = nn.Embedding
     RMSNorm = RMSNorm
+    NemotronRMSNorm = NemotronRMSNorm
 
 
 _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)

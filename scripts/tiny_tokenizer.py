@@ -1,14 +1,21 @@
-"""Write a tiny Qwen2-style tokenizer for tests.
+"""Write a tiny tokenizer for tests, in the flavour of a Cosmos3 family member.
 
 The folder it writes stands in for a checkpoint's ``text_tokenizer/``: a
 byte-level BPE ``tokenizer.json`` (Qwen2's normalizer and pre-tokenizer, 256
-byte tokens plus a few hand-picked merges), ChatML special tokens after the
-vocabulary, and a ``tokenizer_config.json`` with a Qwen2-VL-style chat template
-that ``transformers.AutoTokenizer.from_pretrained`` loads offline. Every id is
-below ``MAX_ID`` so a test model with a 512-entry embedding covers them all.
-The output is byte-for-byte deterministic.
+byte tokens plus a few hand-picked merges) and a ``tokenizer_config.json`` with
+a chat template that ``transformers.AutoTokenizer.from_pretrained`` loads
+offline. Flavours (``FLAVOURS``):
 
-Usage: python scripts/tiny_tokenizer.py OUT_FOLDER
+- ``qwen2`` (Nano, Super): ChatML special tokens after the vocabulary, a
+  Qwen2-VL-style template that writes a default system turn, eos ``<|im_end|>``.
+- ``nemotron`` (stand-in for Edge, whose Nemotron backbone may ship another
+  tokenizer): special tokens first (ids 0..), a ``<s>`` bos the template writes,
+  eos ``</s>``, no default system turn, ``PreTrainedTokenizerFast`` class.
+
+Every id is below ``MAX_ID`` so a test model with a 512-entry embedding covers
+them all. The output is byte-for-byte deterministic.
+
+Usage: python scripts/tiny_tokenizer.py OUT_FOLDER [--flavour qwen2|nemotron]
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ _MERGE_WORDS = (
     "assistant", "who", "will", "generate", "videos", "images", "from",
     "give", "prompt", "system", "user", "robot", "cat", "on", "in", "with",
 )
+NEMOTRON_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>")
 _MAX_BPE_VOCAB = MAX_ID - len(SPECIAL_TOKENS) - 24  # headroom below MAX_ID
 
 # A Qwen2-VL-style ChatML template: a default system turn when the chat does
@@ -86,6 +94,17 @@ CHAT_TEMPLATE = (
 )
 
 
+# Nemotron-style ChatML: the bos token first, no default system turn.
+NEMOTRON_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+FLAVOURS = ("qwen2", "nemotron")
+
+
 def _byte_alphabet() -> list[str]:
     """The GPT-2 byte-to-character map (byte order): printable bytes map to themselves, the rest to U+0100+."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -100,9 +119,10 @@ def _byte_alphabet() -> list[str]:
     return [chars[byte] for byte in range(256)]
 
 
-def _vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
+def _vocab_and_merges(first: tuple[str, ...] = ()) -> tuple[dict[str, int], list[tuple[str, str]]]:
     alphabet = _byte_alphabet()
-    vocab = {char: index for index, char in enumerate(alphabet)}
+    vocab = {token: index for index, token in enumerate(first)}
+    vocab.update({char: len(first) + index for index, char in enumerate(alphabet)})
     merges: list[tuple[str, str]] = []
     for word in _MERGE_WORDS:
         for spelled in (" " + word, word):
@@ -119,9 +139,17 @@ def _vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return vocab, merges
 
 
-def build_tokenizer() -> Tokenizer:
-    """The tiny byte-level BPE tokenizer with the special tokens appended after the vocabulary."""
-    vocab, merges = _vocab_and_merges()
+def special_tokens(flavour: str = "qwen2") -> tuple[str, ...]:
+    """The special tokens of a flavour."""
+    return NEMOTRON_SPECIAL_TOKENS if flavour == "nemotron" else SPECIAL_TOKENS
+
+
+def build_tokenizer(flavour: str = "qwen2") -> Tokenizer:
+    """The tiny byte-level BPE tokenizer: special tokens after the vocabulary (qwen2) or first (nemotron)."""
+    if flavour not in FLAVOURS:
+        raise ValueError(f"Unknown tokenizer flavour {flavour!r}; choose one of {FLAVOURS}.")
+    specials = special_tokens(flavour)
+    vocab, merges = _vocab_and_merges(specials if flavour == "nemotron" else ())
     tokenizer = Tokenizer(
         BPE(
             vocab=vocab,
@@ -143,13 +171,13 @@ def build_tokenizer() -> Tokenizer:
     )
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS])
+    tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
     return tokenizer
 
 
-def _tokenizer_config(tokenizer: Tokenizer) -> dict:
+def _tokenizer_config(tokenizer: Tokenizer, flavour: str) -> dict:
     added = {}
-    for token in SPECIAL_TOKENS:
+    for token in special_tokens(flavour):
         added[str(tokenizer.token_to_id(token))] = {
             "content": token,
             "lstrip": False,
@@ -157,6 +185,18 @@ def _tokenizer_config(tokenizer: Tokenizer) -> dict:
             "rstrip": False,
             "single_word": False,
             "special": True,
+        }
+    if flavour == "nemotron":
+        return {
+            "added_tokens_decoder": added,
+            "bos_token": "<s>",
+            "chat_template": NEMOTRON_CHAT_TEMPLATE,
+            "clean_up_tokenization_spaces": False,
+            "eos_token": "</s>",
+            "model_max_length": 131072,
+            "pad_token": "<unk>",
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "unk_token": "<unk>",
         }
     return {
         "add_prefix_space": False,
@@ -175,25 +215,26 @@ def _tokenizer_config(tokenizer: Tokenizer) -> dict:
     }
 
 
-def write_tiny_tokenizer(folder: str) -> None:
+def write_tiny_tokenizer(folder: str, flavour: str = "qwen2") -> None:
     """Write the tiny tokenizer's ``tokenizer.json`` and ``tokenizer_config.json`` into ``folder`` (created)."""
     os.makedirs(folder, exist_ok=True)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(flavour)
     if tokenizer.get_vocab_size(with_added_tokens=True) > MAX_ID:
         raise AssertionError("tiny tokenizer vocabulary exceeds MAX_ID")
     with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8", newline="\n") as handle:
         handle.write(tokenizer.to_str(pretty=True))
         handle.write("\n")
     with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8", newline="\n") as handle:
-        json.dump(_tokenizer_config(tokenizer), handle, ensure_ascii=False, indent=2, sort_keys=True)
+        json.dump(_tokenizer_config(tokenizer, flavour), handle, ensure_ascii=False, indent=2, sort_keys=True)
         handle.write("\n")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write a tiny Qwen2-style tokenizer (a text_tokenizer/ stand-in).")
+    parser = argparse.ArgumentParser(description="Write a tiny tokenizer (a text_tokenizer/ stand-in).")
     parser.add_argument("folder", help="output folder, e.g. <checkpoint>/text_tokenizer")
+    parser.add_argument("--flavour", choices=FLAVOURS, default="qwen2", help="qwen2 (Nano, Super) or nemotron (Edge)")
     args = parser.parse_args(argv)
-    write_tiny_tokenizer(args.folder)
+    write_tiny_tokenizer(args.folder, args.flavour)
     print(f"wrote tiny tokenizer to {args.folder}")
 
 

@@ -15,6 +15,17 @@ TINY = dict(
     rope_axes_dim=[6, 5, 5],
 )
 
+# Architecture switches of the Cosmos3 family in diffusers 0.42.1 (``Cosmos3OmniTransformer`` config), each on the
+# TINY sizes: the Qwen3 backbone (Nano, Super, Super-Text2Image/Image2Video and their 4-step versions share it),
+# the Nemotron backbone (Edge: relu2 MLP + Nemotron norms), text keys normalised only for the generator, biases.
+VARIANTS = {
+    "qwen3": {},
+    "relu2": {"hidden_act": "relu2"},
+    "relu2-und-k-norm": {"hidden_act": "relu2", "qk_norm_for_text": False, "use_und_k_norm_for_gen": True},
+    "und-k-norm": {"qk_norm_for_text": False, "use_und_k_norm_for_gen": True},
+    "attention-bias": {"attention_bias": True},
+}
+
 
 def reference_model(seed: int = 0, **overrides):
     """A tiny random diffusers ``Cosmos3OmniTransformer`` in float32 with non-trivial norm weights and biases."""

@@ -21,7 +21,7 @@ def test_loader_returns_native_model_vae_and_tokenizer(tiny):
     assert type(tiny.model.model).__name__ == "Cosmos3"
     assert dm.config.hidden_size == TINY["hidden_size"] and len(dm.layers) == TINY["num_hidden_layers"]
     assert tiny.vae.latent_channels == 48
-    assert tiny.text.negative_prompt.startswith("blurry")
+    assert "blurry, low quality" in tiny.text.negative_prompt  # from the structured assets/negative_prompt.json
     assert tiny.model.model.model_sampling.multiplier == 1.0  # identity timestep: the model sees sigma
     assert tiny.model.model.latent_format.latent_channels == 48
 
@@ -239,3 +239,25 @@ def test_recipe_size_720p_is_accepted_with_an_odd_latent(tiny):
     assert list(latent["samples"].shape) == [1, 48, 48, 45, 80]
     odd = tiny.sample(tiny.model, latent=tiny.empty(width=48, height=80), steps=2)
     assert odd.shape[-2:] == (5, 3) and torch.isfinite(odd).all()
+
+
+@pytest.mark.parametrize("ops_name", ["disable_weight_init", "manual_cast"])
+def test_nemotron_norm_from_comfy_ops_is_exact(comfy, ops_name):
+    """Edge's Nemotron norms built from ComfyUI's RMSNorm op (cast weights or not) equal diffusers' bit for bit."""
+    import comfy.ops
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3NemotronRMSNorm
+
+    from cosmos3.ops import nemotron_norm_class
+
+    torch.manual_seed(0)
+    weight = 1.0 + 0.3 * torch.randn(32)
+    x = (2.0 * torch.randn(3, 5, 32)).to(torch.bfloat16)
+    ref = Cosmos3NemotronRMSNorm(32, eps=1e-6)
+    ref.weight.data = weight.to(torch.bfloat16)
+    ops = getattr(comfy.ops, ops_name)
+    norm = nemotron_norm_class(ops)(32, eps=1e-6, dtype=torch.bfloat16)
+    norm.weight = torch.nn.Parameter(weight.to(torch.bfloat16), requires_grad=False)
+    assert isinstance(norm, ops.RMSNorm)
+    with torch.inference_mode():
+        got = norm(x)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, ref(x))

@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from cosmos3 import Cosmos3Transformer, expected_tensors, load_weights, read_config, shard_files, tensor_shapes
-from cosmos3.checkpoint import infer_config
+from cosmos3.checkpoint import (
+    infer_config,
+    read_distilled_schedule,
+    read_negative_prompt,
+    tokenizer_folder,
+)
 
 from tiny_checkpoint import make_tiny_checkpoint
 
@@ -108,3 +113,125 @@ def test_config_round_trip_from_diffusers_json(ckpt):
         raw = json.load(f)
     cfg = read_config(ckpt)
     assert cfg.hidden_size == raw["hidden_size"] and cfg.rope_axes_dim == tuple(raw["rope_axes_dim"])
+
+
+# ---------------------------------------------------------------------------------------------- family layouts
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    """One generated checkpoint per family preset (written lazily, once per module)."""
+    pytest.importorskip("diffusers")
+    base, made = tmp_path_factory.mktemp("family"), {}
+
+    def get(preset):
+        if preset not in made:
+            made[preset] = make_tiny_checkpoint(str(base / preset), preset=preset)
+        return made[preset]
+
+    return get
+
+
+@pytest.mark.parametrize("preset,stem", [("tiny-edge", "model"), ("tiny-i2v", "model"), ("tiny-super", "diffusion_pytorch_model"), ("tiny-bias", "diffusion_pytorch_model")])
+def test_family_checkpoint_loads_and_matches_diffusers(family, preset, stem):
+    """Each preset's layout is found (both shard namings) and its weights run like diffusers' model on them."""
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
+    from safetensors.torch import load_file
+
+    from cosmos3_reference import reference_velocity
+
+    root = family(preset)
+    files = shard_files(root)
+    assert len(files) == 2 and all(os.path.basename(f).startswith(stem + "-") for f in files)
+    with open(os.path.join(root, "transformer", "config.json")) as f:
+        ref = Cosmos3OmniTransformer.from_config(json.load(f)).float().eval()
+    state = {}
+    for file in files:
+        state.update(load_file(file))
+    ref.load_state_dict(state, strict=True)
+    ours, counts = load_native(root)
+    assert counts["unexpected"] == 0
+    torch.manual_seed(1)
+    latent, ids, sigma = torch.randn(1, 48, 2, 4, 4), [7, 3, 250, 9, 11], torch.tensor([0.45])
+    expected = reference_velocity(ref, latent, 450.0, ids)
+    with torch.no_grad():
+        got = ours(latent, sigma, torch.tensor([ids]), fps=24.0)
+    assert ((got - expected).abs().max() / expected.abs().max()).item() < 2e-5
+
+
+def test_merged_edge_file_infers_its_architecture(family, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    root = family("tiny-edge")
+    merged = {}
+    for f in shard_files(root):
+        merged.update(load_file(f))
+    single = tmp_path / "model.safetensors"
+    save_file(merged, str(single))
+    inferred = infer_config(tensor_shapes([str(single)]))
+    assert inferred == read_config(root)
+    assert (inferred.hidden_act, inferred.qk_norm_for_text, inferred.use_und_k_norm_for_gen) == ("relu2", False, True)
+    assert shard_files(str(tmp_path)) == [str(single)]  # a lone model.safetensors in a folder
+
+
+def test_no_weights_names_both_namings(tmp_path):
+    (tmp_path / "transformer").mkdir()
+    with pytest.raises(FileNotFoundError) as info:
+        shard_files(str(tmp_path))
+    message = str(info.value)
+    assert str(tmp_path / "transformer") in message
+    for name in ("diffusion_pytorch_model.safetensors.index.json", "model.safetensors.index.json", "model.safetensors"):
+        assert name in message
+
+
+def test_tokenizer_folder_in_text_tokenizer_or_root(family, ckpt, tmp_path):
+    assert tokenizer_folder(ckpt) == os.path.join(ckpt, "text_tokenizer")
+    edge = family("tiny-edge")
+    assert tokenizer_folder(edge) == edge and not os.path.isdir(os.path.join(edge, "text_tokenizer"))
+    assert tokenizer_folder(os.path.join(ckpt, "text_tokenizer")) == os.path.join(ckpt, "text_tokenizer")
+    with pytest.raises(FileNotFoundError) as info:
+        tokenizer_folder(str(tmp_path))
+    assert str(tmp_path / "text_tokenizer" / "tokenizer.json") in str(info.value)
+    assert str(tmp_path / "tokenizer.json") in str(info.value)
+
+
+def test_negative_prompt_is_the_json_dumps_of_the_asset(family, ckpt, tmp_path):
+    with open(os.path.join(ckpt, "assets", "negative_prompt.json")) as f:
+        structured = json.load(f)
+    assert isinstance(structured, dict) and read_negative_prompt(ckpt) == json.dumps(structured)
+    assert json.loads(read_negative_prompt(ckpt)) == structured
+    assert read_negative_prompt(family("tiny-super")) == ""  # Super ships no assets/
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "negative_prompt.json").write_text(json.dumps("plain text"), encoding="utf-8")
+    assert read_negative_prompt(str(tmp_path)) == "plain text"
+    (tmp_path / "assets" / "negative_prompt.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="negative_prompt.json"):
+        read_negative_prompt(str(tmp_path))
+
+
+@pytest.mark.parametrize("stochastic", [True, False])
+def test_distilled_schedule_equals_the_diffusers_scheduler(family, ckpt, tmp_path, stochastic):
+    """The 4-step sigmas are what diffusers' FlowMatchEuler scheduler makes of ``distilled_sigmas``."""
+    import shutil
+
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    root = tmp_path / "t2i-4step"
+    shutil.copytree(family("tiny-t2i-4step"), root)
+    config_path = root / "scheduler" / "scheduler_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["stochastic_sampling"] = stochastic
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    schedule = read_distilled_schedule(str(root))
+    with open(root / "modular_model_index.json") as f:
+        raw = json.load(f)["distilled_sigmas"]
+    scheduler = FlowMatchEulerDiscreteScheduler.from_config(config)
+    scheduler.set_timesteps(sigmas=raw)
+    assert schedule.sigmas == scheduler.sigmas.tolist() and len(schedule.sigmas) == 5
+    assert schedule.sigmas != raw + [0.0]  # the shift was applied
+    assert schedule.sampler == ("lcm" if stochastic else "euler")
+    assert read_distilled_schedule(ckpt) is None
+    config["shift_terminal"] = 0.1
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError, match="shift_terminal"):
+        read_distilled_schedule(str(root))

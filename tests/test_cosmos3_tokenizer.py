@@ -21,11 +21,13 @@ from types import SimpleNamespace
 import jinja2
 import pytest
 
+from cosmos3 import tokenizer as tok
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str, path: Path):
-    # Loaded by path so the test does not depend on the package's __init__ (which pulls in ComfyUI).
+    # scripts/ is not a package: load the tiny tokenizer writer by path.
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -33,7 +35,6 @@ def _load(name: str, path: Path):
     return module
 
 
-tok = _load("_cosmos3_tokenizer_under_test", ROOT / "cosmos3" / "tokenizer.py")
 tiny = _load("_tiny_tokenizer_under_test", ROOT / "scripts" / "tiny_tokenizer.py")
 
 MAX_ID = 512
@@ -431,9 +432,9 @@ def test_tiny_tokenizer_is_deterministic_and_small(tmp_path):
         assert filecmp.cmp(a / name, b / name, shallow=False)
     loaded = tok.Cosmos3Tokenizer.from_folder(a)
     assert loaded.vocab_size <= MAX_ID
-    assert max(loaded.tokenizer.get_vocab(with_added_tokens=True).values()) < MAX_ID
+    assert max(loaded.tokenizer.get_vocab().values()) < MAX_ID
     for token in tiny.SPECIAL_TOKENS:
-        assert loaded.tokenizer.token_to_id(token) is not None
+        assert token in loaded.tokenizer.get_vocab()
     assert sorted(os.listdir(a)) == ["tokenizer.json", "tokenizer_config.json"]
 
 
@@ -457,3 +458,35 @@ def test_template_helpers_like_transformers(checkpoint, tmp_path):
     (folder / "chat_template.jinja").write_text("{% set ns = namespace(_x=1) %}", encoding="utf-8")
     with pytest.raises(jinja2.exceptions.SecurityError):
         tok.Cosmos3Tokenizer.from_folder(folder).render_chat("u", None)
+
+
+# --------------------------------------------------------------------------
+# family flavours and layouts
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["video_default", "image", "empty_negative", "unicode"])
+def test_nemotron_flavour_at_checkpoint_root_matches_pipeline(case, tmp_path, pipeline_module):
+    """An Edge-style tokenizer (special tokens first, bos in the template, eos </s>) kept at the checkpoint root."""
+    transformers = pytest.importorskip("transformers")
+    tiny.write_tiny_tokenizer(str(tmp_path), "nemotron")
+    ours = tok.Cosmos3Tokenizer.from_folder(tmp_path)
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path), local_files_only=True)
+    prompt, negative, frames, width, height, fps, res, dur, use_system = CASES[case]
+    expected = pipeline_module.Cosmos3OmniPipeline.tokenize_prompt(
+        _make_reference(pipeline_module, hf), prompt, negative, num_frames=frames, height=height, width=width,
+        fps=fps, use_system_prompt=use_system, add_resolution_template=res, add_duration_template=dur,
+    )
+    got = _ours_pair(ours, prompt, negative, frames=frames, width=width, height=height, fps=fps, res=res, dur=dur,
+                     use_system_prompt=use_system)
+    assert got == tuple(expected)
+    assert ours.eos_token == "</s>" and got[0][0] == hf.convert_tokens_to_ids("<s>") and got[0][-1] == 5
+    assert all(0 <= i < MAX_ID for ids in got for i in ids)
+
+
+def test_text_tokenizer_folder_wins_over_root_files(checkpoint, tmp_path):
+    """With both, the checkpoint's text_tokenizer/ is used (the root may hold an unrelated reasoner tokenizer)."""
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint / "text_tokenizer", root / "text_tokenizer")
+    tiny.write_tiny_tokenizer(str(root), "nemotron")
+    assert tok.Cosmos3Tokenizer.from_folder(root).eos_token == "<|im_end|>"
