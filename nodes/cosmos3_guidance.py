@@ -3,18 +3,12 @@ Text2Image recipe runs it (CFG for timesteps in [400, 1000], the conditional pre
 
 from __future__ import annotations
 
-import math
-
 import comfy.samplers
 from comfy_api.latest import io
 
-TIMESTEP_MAX = 1000  # the reference scheduler's num_train_timesteps: pipeline timestep = 1000 * sigma
+from ..cosmos3.presets import TIMESTEP_SCALE, guidance_active
 
-
-def pipeline_timestep(sigma: float) -> int:
-    """The reference pipeline's timestep at noise level ``sigma``: its UniPC scheduler stores ``1000 * sigma``
-    as int64, i.e. truncated, and the guidance interval is tested on that integer."""
-    return math.floor(float(sigma) * TIMESTEP_MAX)
+TIMESTEP_MAX = int(TIMESTEP_SCALE)  # pipeline timestep = 1000 * sigma
 
 
 def check_interval(start: int, end: int) -> None:
@@ -43,14 +37,9 @@ class IntervalCFGGuider(comfy.samplers.CFGGuider):
         check_interval(start, end)
         self.interval = (start, end)
 
-    def guidance_active(self, sigma: float) -> bool:
-        """Whether CFG applies at noise level ``sigma``."""
-        start, end = self.interval
-        return start <= pipeline_timestep(sigma) <= end
-
     def predict_noise(self, x, timestep, model_options={}, seed=None):
         """One guided prediction; ``timestep`` is ComfyUI's sigma per batch item (all equal within a step)."""
-        cfg = self.cfg if self.guidance_active(timestep.reshape(-1)[0].item()) else 1.0
+        cfg = self.cfg if guidance_active(timestep.reshape(-1)[0].item(), self.interval) else 1.0
         return comfy.samplers.sampling_function(
             self.inner_model, x, timestep, self.conds.get("negative", None), self.conds.get("positive", None), cfg,
             model_options=model_options, seed=seed,

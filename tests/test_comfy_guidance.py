@@ -1,19 +1,14 @@
 """Cosmos3 CFG Guider in a real ComfyUI (needs COMFYUI_PATH): CFG only inside a pipeline-timestep interval, the
 rest of the steps cond-only with one model call, plain CFG bit for bit over [0, 1000], SeaCache on top."""
 
-import sys
-
 import pytest
 import torch
+
+from cosmos3.presets import pipeline_timestep
 
 STEPS = 10
 SHIFT = 3.0  # the Text2Image recipe's shift
 T2I = (400, 1000)  # the Text2Image recipe's guidance interval
-
-
-def guidance_module(tiny):
-    """nodes/cosmos3_guidance.py as ComfyUI loaded it."""
-    return sys.modules[tiny.ns.nodes.NODE_CLASS_MAPPINGS["SeaCacheCosmos3CFGGuider"].__module__]
 
 
 def guider(tiny, model, start=0, end=1000, cfg=7.0, positive=None, negative=None):
@@ -68,7 +63,6 @@ class Recorder:
 
 
 def test_pipeline_timestep_matches_the_reference_scheduler(tiny):
-    pipeline_timestep = guidance_module(tiny).pipeline_timestep
     diffusers = pytest.importorskip("diffusers")
     for steps, shift in ((50, 3.0), (35, 10.0), (35, 5.0), (4, 1.0)):
         scheduler = diffusers.UniPCMultistepScheduler(use_flow_sigmas=True, flow_shift=shift, prediction_type="flow_prediction")
@@ -130,7 +124,6 @@ def test_seacache_gates_each_branch_it_sees(tiny):
 def test_negative_branch_joining_mid_run_is_computed_first(tiny):
     """An interval in the middle of the schedule: the negative branch first appears at step 4, and SeaCache
     computes that call (no history to extrapolate from) instead of reusing the positive branch's verdict."""
-    pipeline_timestep = guidance_module(tiny).pipeline_timestep
     sigmas = tiny.ns.run_node("SeaCacheCosmos3Scheduler", steps=STEPS, shift=SHIFT, denoise=1.0).outputs[0]
     timesteps = [pipeline_timestep(s) for s in sigmas[:-1].tolist()]
     patched = tiny.seacache(threshold=5.0)  # reuse wherever the gate may
