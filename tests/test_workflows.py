@@ -52,7 +52,7 @@ def test_pack_node_ids_scan():
         "SeaCacheCosmos3Loader", "SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative",
         "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
-        "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
+        "SeaCacheCosmos3DistilledScheduler", "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
     }
 
 
