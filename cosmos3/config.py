@@ -90,16 +90,14 @@ class Cosmos3Config:
         """Parameters used for video generation (text and generator pathways, no lm_head/action/sound)."""
         h, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
         attn = 2 * (h * q + 2 * h * kv + q * h)
-        mlp = 2 * (3 if self.hidden_act == "silu" else 2) * h * self.intermediate_size  # relu2: no gate
-        qk_norms = 4 if self.qk_norm_for_text else 2
-        if self.use_und_k_norm_for_gen and not self.qk_norm_for_text:
-            qk_norms += 1
-        bias = 2 * (q + 2 * kv + h) if self.attention_bias else 0
-        per_layer = attn + mlp + bias + 4 * h + qk_norms * self.head_dim
-        embed, norm = self.vocab_size * h, h
-        patch = (self.patch_latent_dim * h + h) + (h * self.patch_latent_dim + self.patch_latent_dim)
-        time = (256 * h + h) + (h * h + h)
-        return self.num_hidden_layers * per_layer + embed + norm + patch + time
+        if self.attention_bias:
+            attn += 2 * (q + 2 * kv + h)
+        mlp = 2 * (3 if self.hidden_act == "silu" else 2) * h * self.intermediate_size
+        qk_norms = 2 + (2 if self.qk_norm_for_text else int(self.use_und_k_norm_for_gen))
+        per_layer = attn + mlp + 4 * h + qk_norms * self.head_dim
+        patch = self.patch_latent_dim
+        top = self.vocab_size * h + 2 * patch * h + patch + h + (256 * h + h) + (h * h + h) + h
+        return self.num_hidden_layers * per_layer + top
 
     @property
     def kv_groups(self) -> int:
