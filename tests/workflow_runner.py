@@ -32,7 +32,7 @@ WORKFLOWS_DIR = PACK_ROOT / "workflows"
 # Frontend-only nodes: drawn on the canvas, never sent to the server.
 VIRTUAL_NODE_TYPES = frozenset({"Note", "MarkdownNote", "Reroute", "PrimitiveNode"})
 # ComfyUI core node types the pack's workflows use, and the comfy_extras files that define them (nodes.py
-# itself defines VAEDecode, LoadImage and PreviewImage).
+# itself defines VAEDecode, LoadImage, PreviewImage and SaveImage).
 CORE_NODE_FILES = {
     "CFGGuider": "nodes_custom_sampler.py",
     "KSamplerSelect": "nodes_custom_sampler.py",
@@ -44,6 +44,7 @@ CORE_NODE_FILES = {
     "VAEDecode": None,
     "LoadImage": None,
     "PreviewImage": None,
+    "SaveImage": None,
 }
 CORE_NODE_TYPES = frozenset(CORE_NODE_FILES)
 EXTRA_NODE_FILES = tuple(sorted({f for f in CORE_NODE_FILES.values() if f}))
