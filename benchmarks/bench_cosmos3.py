@@ -141,6 +141,25 @@ class _AnonPeak:
         self.peak_kb = max(self.peak_kb, _status_kb("RssAnon"))
 
 
+def measured(load) -> dict:
+    """Host-memory growth and time of ``load()`` (which returns the loaded ``nn.Module``), from a reset peak."""
+    reset = _reset_peak()
+    before, anon_before = _status_kb("VmRSS"), _status_kb("RssAnon")
+    start = time.perf_counter()
+    with _AnonPeak() as anon:
+        model = load()
+    seconds = time.perf_counter() - start
+    peak = _status_kb("VmHWM")
+    return {
+        "peak_growth": (peak - before) * 1024,
+        "anon_peak_growth": (anon.peak_kb - anon_before) * 1024,
+        "after_growth": (_status_kb("VmRSS") - before) * 1024,
+        "weight_bytes": sum(t.numel() * t.element_size() for t in model.state_dict().values()),
+        "seconds": seconds,
+        "hwm_reset": reset,
+    }
+
+
 @torch.no_grad()
 def measure_load(mode: str, checkpoint: str) -> dict:
     """Run in a fresh process: build the model without initialisation and load the checkpoint one way."""
@@ -159,10 +178,8 @@ def measure_load(mode: str, checkpoint: str) -> dict:
     torch.nn.Linear(4, 4, device="meta", dtype=dtype).to_empty(device="cpu")
     with safe_open(files[0], framework="pt") as f:
         f.keys()
-    reset = _reset_peak()
-    before, anon_before = _status_kb("VmRSS"), _status_kb("RssAnon")
-    start = time.perf_counter()
-    with _AnonPeak() as anon:
+
+    def load():
         with torch.device("meta"):
             model = Cosmos3Transformer(config, dtype=dtype)
         model = model.to_empty(device="cpu")  # uninitialised storage, like comfy.ops.disable_weight_init
@@ -176,17 +193,9 @@ def measure_load(mode: str, checkpoint: str) -> dict:
             del state
         else:
             raise ValueError(mode)
-    seconds = time.perf_counter() - start
-    peak = _status_kb("VmHWM")
-    weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    return {
-        "peak_growth": (peak - before) * 1024,
-        "anon_peak_growth": (anon.peak_kb - anon_before) * 1024,
-        "after_growth": (_status_kb("VmRSS") - before) * 1024,
-        "weight_bytes": weight_bytes,
-        "seconds": seconds,
-        "hwm_reset": reset,
-    }
+        return model
+
+    return measured(load)
 
 
 @torch.no_grad()
@@ -205,22 +214,7 @@ def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
         comfy.memory_management.aimdo_enabled = True
         ns.model_patcher.CoreModelPatcher = ns.model_patcher.ModelPatcherDynamic
     loading = comfyui_harness.import_pack_module("nodes.cosmos3_loading")
-    reset = _reset_peak()
-    before, anon_before = _status_kb("VmRSS"), _status_kb("RssAnon")
-    start = time.perf_counter()
-    with _AnonPeak() as anon:
-        patcher = loading.load_cosmos3_model(checkpoint, "default")
-    seconds = time.perf_counter() - start
-    peak = _status_kb("VmHWM")
-    weight_bytes = sum(t.numel() * t.element_size() for t in patcher.model.diffusion_model.state_dict().values())
-    return {
-        "peak_growth": (peak - before) * 1024,
-        "anon_peak_growth": (anon.peak_kb - anon_before) * 1024,
-        "after_growth": (_status_kb("VmRSS") - before) * 1024,
-        "weight_bytes": weight_bytes,
-        "seconds": seconds,
-        "hwm_reset": reset,
-    }
+    return measured(lambda: loading.load_cosmos3_model(checkpoint, "default").model.diffusion_model)
 
 
 def load_in_subprocess(mode: str, checkpoint: str) -> dict:

@@ -10,6 +10,9 @@ property of SeaCache. A measured ratio above calls/full is physically impossible
 call is never cheaper than free) and is flagged with a WARNING line.
 
     COMFYUI_PATH=/path/to/ComfyUI python benchmarks/bench_seacache_e2e.py [--preset medium] [--steps 35] [--repeats 4]
+
+``--model wan`` or ``--model flux`` benchmarks a tiny/medium random-weight Wan 2.1 T2V or Flux built from
+ComfyUI's own model classes instead (see benchmarks/anymodel_bench.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "scripts")]
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "scripts"), os.path.join(ROOT, "benchmarks")]
 
 
 def timed_calls(model, ns):
@@ -62,6 +65,7 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=256)
     parser.add_argument("--length", type=int, default=33)
     parser.add_argument("--repeats", type=int, default=4, help="timed runs of each variant (after one warm-up each)")
+    parser.add_argument("--model", default="cosmos3", choices=["cosmos3", "wan", "flux"], help="model family to benchmark")
     args = parser.parse_args()
     comfy_path = os.environ.get("COMFYUI_PATH")
     if not comfy_path:
@@ -76,6 +80,10 @@ def main() -> None:
     from make_tiny_checkpoint import make_tiny_checkpoint
 
     ns = comfyui_harness.comfy_session(comfy_path)
+    if args.model != "cosmos3":
+        from anymodel_bench import run_core_model
+
+        return run_core_model(ns, args.model, args.preset, args.steps, args.repeats)
     root = tempfile.mkdtemp(prefix="seacache-bench-")
     make_tiny_checkpoint(os.path.join(root, f"cosmos3-{args.preset}"), preset=args.preset)
     ns.folder_paths.add_model_folder_path("diffusion_models", root, is_default=True)

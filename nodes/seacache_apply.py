@@ -1,4 +1,5 @@
-"""SeaCache Apply: patch a Cosmos3 MODEL clone so each step's generator stack may be skipped."""
+"""SeaCache Apply: patch a MODEL clone so each step's expensive stack may be skipped (the seam per model
+family lives in :mod:`.seams`)."""
 
 from __future__ import annotations
 
@@ -6,32 +7,30 @@ import comfy.patcher_extension
 from comfy_api.latest import io
 
 from ..seacache_core import SeaCacheConfig, validate_window
-from .cosmos3_model import GEN_STACK_WRAPPER, Cosmos3
-from .seacache_runtime import SETTINGS_KEY, SeaCacheSettings, gen_stack_wrapper, outer_sample_wrapper
+from .seacache_runtime import SETTINGS_KEY, SeaCacheSettings, outer_sample_wrapper
+from .seams import WRAPPER_KEY, remove_seacache, select_seam
+from .seams.sampling import flow_view
 
-WRAPPER_KEY = "seacache"
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 
 
 def apply_seacache(model, settings: SeaCacheSettings):
-    """A clone of ``model`` with SeaCache installed (replacing an earlier application); ``model`` is untouched."""
-    if not isinstance(getattr(model, "model", None), Cosmos3):
-        kind = type(getattr(model, "model", model)).__name__
-        raise ValueError(
-            f"SeaCache Apply supports Cosmos3 models loaded by 'Cosmos3 Loader' (this pack); got a {kind} model. "
-            "Connect the MODEL output of Cosmos3 Loader."
-        )
+    """A clone of ``model`` with SeaCache installed at the deepest seam the model allows (replacing an earlier
+    application); ``model`` is untouched. Bad models fail here, before sampling."""
     patched = model.clone()
-    for wrapper_type in (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, GEN_STACK_WRAPPER):
-        patched.remove_wrappers_with_key(wrapper_type, WRAPPER_KEY)
+    remove_seacache(patched)
+    seam = select_seam(patched)
+    flow_view(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
+    settings.seam = seam.name
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_KEY] = settings
     patched.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, WRAPPER_KEY, outer_sample_wrapper)
-    patched.add_wrapper_with_key(GEN_STACK_WRAPPER, WRAPPER_KEY, gen_stack_wrapper)
+    seam.install(patched)
     return patched
 
 
 class SeaCacheApply(io.ComfyNode):
-    """Spectral-evolution-aware step cache for Cosmos3 (training-free, no calibration)."""
+    """Spectral-evolution-aware step cache for Cosmos3 and ComfyUI's video/image diffusion models (training-free,
+    no calibration)."""
 
     @classmethod
     def define_schema(cls):
@@ -39,21 +38,23 @@ class SeaCacheApply(io.ComfyNode):
             node_id="SeaCacheApply",
             display_name="SeaCache Apply",
             category="SeaCache",
-            description="Skip the Cosmos3 generator stack on steps where the SEA-filtered latent barely changed; "
-            "the skipped output is extrapolated from earlier steps.",
+            description="Skip the model's transformer stack on steps where the SEA-filtered latent barely changed; "
+            "the skipped output is extrapolated from earlier steps. Works on this pack's Cosmos3, the community "
+            "ComfyUI-Cosmos3 MODEL, Wan 2.x, HunyuanVideo, LTX-Video, Flux, Qwen-Image (all blocks skipped) and, "
+            "through the whole diffusion-model call, any other flow-matching or epsilon/v-prediction MODEL.",
             inputs=[
-                io.Model.Input("model", tooltip="A Cosmos3 MODEL from Cosmos3 Loader."),
-                io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this; higher = faster, 0 = never reuse (exact)."),
+                io.Model.Input("model", tooltip="A diffusion MODEL: Cosmos3 (this pack or ComfyUI-Cosmos3), Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image or any other flow/eps/v model. The Stats node names where the residual was taken."),
+                io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this; higher = faster, 0 = never reuse (exact). Default 0.25 for video and image models alike: the published Cosmos3 recipe (35 steps); the distance is measured on the latent in the flow convention for every model, so the scale carries over. For few-step or distilled schedules lower it (each step then changes the latent more)."),
                 io.Combo.Input("residual_order", options=["0", "1", "2"], default="1", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear, 2 = quadratic."),
                 io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row (0 = never reuse, -1 = no cap)."),
                 io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed."),
                 io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed."),
                 io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Reuse allowed from this fraction of the steps on."),
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Reuse allowed up to this fraction of the steps."),
-                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Power-law exponent of the SEA filter: auto = 3 for video, 2 for a single frame."),
+                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Power-law exponent of the SEA prior of clean content: auto = 3 for video latents (time, height and width filtered: Wan, HunyuanVideo, LTX-Video, Cosmos3), 2 for images (height and width: Flux, Qwen-Image, or a one-frame video latent)."),
                 io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the residual history lives; cpu saves GPU memory at a small transfer cost."),
             ],
-            outputs=[io.Model.Output(tooltip="The Cosmos3 model with SeaCache.")],
+            outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
         )
 

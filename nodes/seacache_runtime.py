@@ -1,5 +1,6 @@
-"""Per-run SeaCache state inside ComfyUI: created by an outer-sample wrapper, used by the generator-stack
-wrapper on every model call, published to the SeaCache Stats node and freed when the run ends (also on error)."""
+"""Per-run SeaCache state inside ComfyUI: created by an outer-sample wrapper, used by the model's seam
+(:mod:`.seams`) on every model call, published to the SeaCache Stats node and freed when the run ends (also on
+error)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class SeaCacheSettings:
     start_percent: float = 0.0
     end_percent: float = 1.0
     node_id: str | None = None
+    seam: str = ""
     last_run: dict | None = field(default=None, compare=False)
 
     def __deepcopy__(self, memo):
@@ -61,6 +63,18 @@ class ComfyRun:
             keys += [f"{self.names[uuid]}/{i}" for i in range(per_chunk)]
         return keys[:batch]
 
+    def begin_call(self, transformer_options: dict, batch: int) -> list[str]:
+        """Learn the run's schedule on its first call; the branch keys of this call's batch items."""
+        if self.session.schedule is None and transformer_options.get("sample_sigmas") is not None:
+            self.session.set_schedule(transformer_options["sample_sigmas"])
+        return self.branch_keys(transformer_options, batch)
+
+    def end_call(self, settings: "SeaCacheSettings") -> None:
+        """Tell the canvas node how many calls were reused so far (when the node id is known)."""
+        if settings.node_id is not None and self.session.stats.calls:
+            stats = self.session.stats
+            notify_frontend({"node": settings.node_id, "reused": stats.reused, "calls": stats.calls, "step": stats.records[-1].step, "steps": self.session.steps})
+
 
 def outer_sample_wrapper(executor, *args, **kwargs):
     """Create the run's session for this sampling run only; publish its report and free it however it ends."""
@@ -74,23 +88,5 @@ def outer_sample_wrapper(executor, *args, **kwargs):
         status = "completed"
         return out
     finally:
-        settings.last_run = session.report(status)
+        settings.last_run = {**session.report(status), "seam": settings.seam}
         session.release()
-
-
-def gen_stack_wrapper(executor, hidden, inputs):
-    """The generator-stack wrapper: gated inside a run, a plain call otherwise (e.g. outside sampling)."""
-    opts = inputs.transformer_options
-    run: ComfyRun | None = opts.get(RUN_KEY)
-    if run is None:
-        return executor(hidden, inputs)
-    session = run.session
-    if session.schedule is None and opts.get("sample_sigmas") is not None:
-        session.set_schedule(opts["sample_sigmas"])
-    keys = run.branch_keys(opts, hidden.shape[0])
-    out = session.run(lambda h: executor(h, inputs), hidden, inputs.latent, float(inputs.sigma[0]), keys)
-    settings: SeaCacheSettings = opts[SETTINGS_KEY]
-    if settings.node_id is not None:
-        stats = session.stats
-        notify_frontend({"node": settings.node_id, "reused": stats.reused, "calls": stats.calls, "step": stats.records[-1].step, "steps": session.steps})
-    return out

@@ -8,13 +8,17 @@ COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 
 
 
 def summary_text(report: dict | None) -> str:
-    """The run's status and step count above the gate's own summary (counts, speedup, forced reasons, timeline)."""
+    """The run's status and step count above the gate's own summary (counts, speedup, forced reasons, timeline),
+    then the residual boundary (seam) the run used."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
-    return (
+    text = (
         f"SeaCache run {report['status']} over {report['steps']} steps (threshold {report['threshold']}):\n"
         f"{report['summary']}"
     )
+    if report.get("seam"):
+        text += f"\nresidual boundary: {report['seam']}"
+    return text
 
 
 def render_timeline(report: dict | None, width: int = 960, height: int = 320) -> Image.Image:

@@ -121,10 +121,11 @@ class SeaCacheGate:
         step: int,
         num_steps: int,
         reuse_allowed: bool,
+        filter_sigma: float,
     ) -> list[BranchPlan]:
         """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
         kinds = {key: relation(self._states.get(key), step, sigma) for key in groups}
-        filtered = self._indicator(latent, sigma)
+        filtered = self._indicator(latent, filter_sigma)
         indicators = {key: _select(filtered, items) for key, items in groups.items()}
         distances = self._distances([key for key in groups if kinds[key] == NEXT], indicators, latent.dtype)
         plans = []
@@ -161,13 +162,15 @@ class SeaCacheGate:
         step: int | None,
         num_steps: int,
         reuse_allowed: bool = True,
+        filter_sigma: float | None = None,
     ) -> Decision:
         """Decide whether this call may skip the stack; changes no state until `commit`.
 
         `keys` names the branch of each batch item of `latent` ([B, C, T, H, W] or [B, C, H, W]); `sigma` is a
         Python float; `step` is the 0-based index of `sigma` in the run's schedule of `num_steps` steps, or
         None for an evaluation off the schedule (forced compute, state untouched). `reuse_allowed=False` forces
-        a compute (reason "window").
+        a compute (reason "window"). `filter_sigma` is the noise level in the flow convention the SEA filter
+        assumes (latent = (1 - s) x0 + s eps); None means `sigma` already is one (flow-matching models).
         """
         keys = list(keys)
         if len(keys) != latent.shape[0]:
@@ -179,7 +182,7 @@ class SeaCacheGate:
         else:
             if not 0 <= step < num_steps:
                 raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
-            plans = self._plans(groups, latent, sigma, step, num_steps, reuse_allowed)
+            plans = self._plans(groups, latent, sigma, step, num_steps, reuse_allowed, sigma if filter_sigma is None else float(filter_sigma))
         reuse = all(not plan.frozen and plan.reason is None for plan in plans)
         forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
         reason = None if reuse else (forced[0] if forced else "threshold")

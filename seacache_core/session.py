@@ -65,6 +65,12 @@ class SeaCacheSession:
             return False
         return self.start_percent <= step / self.steps <= self.end_percent
 
+    def decide(self, latent: torch.Tensor, sigma: float, keys: Sequence[Hashable], filter_sigma: float | None = None):
+        """The gate's decision for one call at schedule sigma ``sigma`` (hosts whose stack is not one callable use
+        this, then ``gate.predict``/``gate.commit``); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`."""
+        step = self.step_of(sigma)
+        return self.gate.decide(keys, latent, sigma, step, self.steps, self.reuse_allowed(step), filter_sigma)
+
     def run(
         self,
         stack: Callable[[torch.Tensor], torch.Tensor],
@@ -75,8 +81,7 @@ class SeaCacheSession:
     ) -> torch.Tensor:
         """The stack output for one call: ``stack_in`` plus the extrapolated residual when the gate allows,
         otherwise ``stack(stack_in)`` with its residual recorded."""
-        step = self.step_of(sigma)
-        decision = self.gate.decide(keys, latent, sigma, step, self.steps, self.reuse_allowed(step))
+        decision = self.decide(latent, sigma, keys)
         if decision.reuse:
             residual = self.gate.predict(decision, like=stack_in)
             if residual is not None:

@@ -138,12 +138,18 @@ def test_applying_twice_replaces_the_first(tiny):
     assert torch.equal(tiny.sample(twice, steps=STEPS), tiny.sample(once, steps=STEPS))
 
 
-def test_non_cosmos3_model_is_rejected_when_the_node_runs(tiny):
+def test_something_that_is_no_diffusion_model_is_rejected_when_the_node_runs(tiny):
     import comfy.model_patcher
 
     other = comfy.model_patcher.ModelPatcher(torch.nn.Linear(2, 2), load_device="cpu", offload_device="cpu")
-    with pytest.raises(ValueError, match="supports Cosmos3 models"):
+    with pytest.raises(ValueError, match="needs a diffusion MODEL"):
         tiny.seacache(model=other)
+
+
+def test_stats_name_the_generator_stack_seam(tiny):
+    patched = tiny.seacache()
+    tiny.sample(patched, steps=STEPS)
+    assert last_report(patched)["seam"] == "Cosmos3 generator stack (this pack)"
 
 
 def test_bad_settings_are_rejected_and_model_untouched(tiny):

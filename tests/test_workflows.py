@@ -30,7 +30,10 @@ FAMILY = {
     SUPER_I2V: dict(member="Cosmos3-Super-Image2Video", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v"),
     I2V_4STEP: dict(member="Cosmos3-Super-Image2Video-4Step", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v-4step"),
 }
-ALL = WORKFLOWS + list(FAMILY)
+WAN = "wan22_5b_t2v_seacache.json"
+FLUX = "flux_t2i_seacache.json"
+ANYMODEL = [WAN, FLUX]
+ALL = WORKFLOWS + list(FAMILY) + ANYMODEL
 APPLY_DEFAULTS = [0.25, "1", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
@@ -101,9 +104,10 @@ def test_structure_checker_finds_problems():
 @pytest.mark.parametrize("name", ALL)
 def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
-    assert apply["widgets_values"] == APPLY_DEFAULTS
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
-    assert apply["widgets_values"] == source_defaults, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
+    assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
+    expected = APPLY_DEFAULTS[:-1] + ["cpu"] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
+    assert apply["widgets_values"] == expected
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -504,3 +508,104 @@ def test_family_workflow_runs(session, name):
         assert float((sampled[:, :, :1] - start[:, :, :1]).abs().max()) <= 1e-5  # frame 0 stays the start image
         prompt = result.inputs[only(workflow, "SeaCacheCosmos3PromptEncode")["id"]]
         assert prompt["fps"] == 16
+
+
+# ----------------------------------------------------------------------------- any-model workflows (Wan, Flux)
+
+
+def test_anymodel_recipes_and_notes():
+    wan, flux = load(WAN), load(FLUX)
+    assert only(wan, "UNETLoader")["widgets_values"] == ["wan2.2_ti2v_5B_fp16.safetensors", "default"]
+    assert only(wan, "Wan22ImageToVideoLatent")["widgets_values"] == [1280, 704, 121, 1]
+    assert only(wan, "ModelSamplingSD3")["widgets_values"] == [8.0]
+    assert only(wan, "KSampler")["widgets_values"][2:6] == [30, 5.0, "uni_pc", "simple"]
+    assert only(flux, "UNETLoader")["widgets_values"] == ["flux1-dev.safetensors", "fp8_e4m3fn"]
+    assert only(flux, "EmptySD3LatentImage")["widgets_values"] == [1024, 1024, 1]
+    assert only(flux, "FluxGuidance")["widgets_values"] == [3.5]
+    for workflow, facts in ((wan, ("12 GB", "wan2.2_ti2v_5B_fp16", "umt5_xxl", "wan2.2_vae", "1280x704", "121 frames", "cpu")),
+                            (flux, ("16 GB", "12 GB", "flux1-dev", "clip_l", "t5xxl", "ae.safetensors", "2.22x"))):
+        note = only(workflow, "MarkdownNote")["widgets_values"][0]
+        for fact in facts:
+            assert fact in note, fact
+        apply = only(workflow, "SeaCacheApply")
+        assert wr.upstream(workflow, only(workflow, "SeaCacheStats")["id"], "model")[0] is apply
+    assert wr.upstream(wan, only(wan, "SeaCacheApply")["id"], "model")[0]["type"] == "ModelSamplingSD3"
+    assert wr.upstream(wan, only(wan, "KSampler")["id"], "model")[0]["type"] == "SeaCacheApply"
+    assert wr.upstream(flux, only(flux, "BasicGuider")["id"], "model")[0]["type"] == "SeaCacheApply"
+    assert wr.upstream(flux, only(flux, "BasicScheduler")["id"], "model")[0]["type"] == "SeaCacheApply"
+
+
+ANY_STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def anymodel_session(session, tmp_path_factory):
+    """The workflow session plus empty files named like the workflows' checkpoints, so ComfyUI's validation
+    accepts the shipped file names (the loaders themselves are replaced by tiny models when running)."""
+    root = tmp_path_factory.mktemp("anymodel_files")
+    for folder, names in (("diffusion_models", ("wan2.2_ti2v_5B_fp16.safetensors", "flux1-dev.safetensors")),
+                          ("text_encoders", ("umt5_xxl_fp8_e4m3fn_scaled.safetensors", "clip_l.safetensors", "t5xxl_fp8_e4m3fn.safetensors")),
+                          ("vae", ("wan2.2_vae.safetensors", "ae.safetensors"))):
+        (root / folder).mkdir()
+        for name in names:
+            (root / folder / name).touch()
+        session.folder_paths.add_model_folder_path(folder, str(root / folder))
+    return session
+
+
+def stand_ins(model_name, scale):
+    """Loaders replaced by a tiny random-weight core model, text encoders by random embeddings of its width, and
+    VAE decoding by a fixed map of three latent channels to RGB (every other node runs for real)."""
+    import torch
+
+    import tiny_comfy_models
+
+    spec = tiny_comfy_models.SPECS[model_name]
+
+    def decode(samples, vae):
+        latent = samples["samples"]
+        rgb = torch.sigmoid(latent[:, :3].float())
+        if rgb.ndim == 5:
+            rgb = rgb.movedim(2, 1).flatten(0, 1)
+        rgb = torch.nn.functional.interpolate(rgb, scale_factor=scale, mode="nearest")
+        return (rgb.movedim(1, -1),)
+
+    return {
+        "UNETLoader": lambda **_: (tiny_comfy_models.build(model_name),),
+        "CLIPLoader": lambda **_: (None,),
+        "DualCLIPLoader": lambda **_: (None,),
+        "VAELoader": lambda **_: (None,),
+        "CLIPTextEncode": lambda text, clip: (tiny_comfy_models.conditioning(spec, seed=len(text)),),
+        "VAEDecode": decode,
+    }
+
+
+@pytest.mark.parametrize("name", ANYMODEL)
+def test_anymodel_workflow_runs(anymodel_session, name):
+    import torch
+
+    workflow = load(name)
+    overrides = {("KSampler", "steps"): ANY_STEPS, ("BasicScheduler", "steps"): ANY_STEPS,
+                 ("Wan22ImageToVideoLatent", "width"): 64, ("Wan22ImageToVideoLatent", "height"): 64,
+                 ("Wan22ImageToVideoLatent", "length"): 9, ("EmptySD3LatentImage", "width"): 64,
+                 ("EmptySD3LatentImage", "height"): 64, ("SaveVideo", "filename_prefix"): "video/seacache_anymodel_test",
+                 ("SaveImage", "filename_prefix"): "seacache_anymodel_test"}
+    model_name, scale = ("wan22_ti2v_5b", 16) if name == WAN else ("flux", 8)
+    assert wr.validate_api_prompt(wr.to_api_prompt(anymodel_session, workflow)) == []  # shipped values
+    result = wr.run_ui_workflow(anymodel_session, workflow, overrides, stand_ins=stand_ins(model_name, scale))
+    stats = only(workflow, "SeaCacheStats")
+    report = result.ui[stats["id"]]["seacache"][0]
+    assert report["status"] == "completed" and report["steps"] == ANY_STEPS and report["calls"] == ANY_STEPS
+    assert report["seam"].startswith("block stack (WanModel" if name == WAN else "block stack (Flux")
+    summary = result.outputs[stats["id"]][1]
+    assert summary.endswith(f"residual boundary: {report['seam']}")
+    assert result.ui[only(workflow, "PreviewAny")["id"]]["text"][0] == summary
+    images = result.outputs[only(workflow, "VAEDecode")["id"]][0]
+    assert torch.isfinite(images).all() and images.shape[1:] == (64, 64, 3)
+    if name == WAN:
+        assert images.shape[0] == 3  # 3 latent frames through the stand-in decoder
+        saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
+    else:
+        saved = result.ui[only(workflow, "SaveImage")["id"]]["images"][0]
+    path = Path(anymodel_session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
+    assert path.is_file() and path.stat().st_size > 0

@@ -32,7 +32,7 @@ WORKFLOWS_DIR = PACK_ROOT / "workflows"
 # Frontend-only nodes: drawn on the canvas, never sent to the server.
 VIRTUAL_NODE_TYPES = frozenset({"Note", "MarkdownNote", "Reroute", "PrimitiveNode"})
 # ComfyUI core node types the pack's workflows use, and the comfy_extras files that define them (nodes.py
-# itself defines VAEDecode, LoadImage, PreviewImage and SaveImage).
+# itself defines VAEDecode, LoadImage and PreviewImage).
 CORE_NODE_FILES = {
     "CFGGuider": "nodes_custom_sampler.py",
     "KSamplerSelect": "nodes_custom_sampler.py",
@@ -44,7 +44,20 @@ CORE_NODE_FILES = {
     "VAEDecode": None,
     "LoadImage": None,
     "PreviewImage": None,
+    # the any-model workflows (Wan 2.2 5B, Flux)
+    "UNETLoader": None,
+    "CLIPLoader": None,
+    "DualCLIPLoader": None,
+    "VAELoader": None,
+    "CLIPTextEncode": None,
+    "KSampler": None,
     "SaveImage": None,
+    "ModelSamplingSD3": "nodes_model_advanced.py",
+    "Wan22ImageToVideoLatent": "nodes_wan.py",
+    "FluxGuidance": "nodes_flux.py",
+    "BasicGuider": "nodes_custom_sampler.py",
+    "BasicScheduler": "nodes_custom_sampler.py",
+    "EmptySD3LatentImage": "nodes_sd3.py",
 }
 CORE_NODE_TYPES = frozenset(CORE_NODE_FILES)
 EXTRA_NODE_FILES = tuple(sorted({f for f in CORE_NODE_FILES.values() if f}))
@@ -359,9 +372,13 @@ def _nested_dynamic_inputs(cls, prompt_inputs: dict, kwargs: dict) -> dict:
     return _io.build_nested_inputs(kwargs, v3_data)
 
 
-def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate: bool = True) -> SimpleNamespace:
+def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate: bool = True, stand_ins: dict | None = None) -> SimpleNamespace:
     """Convert and execute ``workflow`` node by node. Returns ``SimpleNamespace(prompt, order, outputs, ui,
-    inputs)``; ``outputs``/``ui``/``inputs`` are keyed by node id (int)."""
+    inputs)``; ``outputs``/``ui``/``inputs`` are keyed by node id (int).
+
+    ``stand_ins`` maps a node type to ``f(**inputs) -> outputs tuple`` run instead of that node (e.g. loaders
+    replaced by tiny random-weight models, text encoders by random embeddings); every other node runs for real."""
+    stand_ins = stand_ins or {}
     from comfy_api.internal import _ComfyNodeInternal
 
     prompt = to_api_prompt(ns, workflow, overrides)
@@ -373,6 +390,9 @@ def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate:
     for key, entry in prompt.items():
         nid = int(key)
         kwargs = {name: (outputs[int(v[0])][v[1]] if isinstance(v, list) else v) for name, v in entry["inputs"].items()}
+        if entry["class_type"] in stand_ins:
+            outputs[nid], uis[nid], resolved[nid] = tuple(stand_ins[entry["class_type"]](**kwargs)), None, kwargs
+            continue
         cls = ns.node(entry["class_type"])
         hidden = None
         if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):

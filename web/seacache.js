@@ -155,6 +155,13 @@ async function registerComfyExtension() {
   });
 }
 
+// Top-level await: the frontend awaits each extension module's import and then registers the node definitions, so
+// the extension must be registered by the time the module finishes evaluating, or beforeRegisterNodeDef can miss
+// the SeaCache nodes (a race seen in the browser test: nodes loaded without their progress/timeline bands).
 if (typeof window !== "undefined") {
-  registerComfyExtension().catch((err) => console.error("[SeaCache] frontend extension failed to load:", err));
+  try {
+    await registerComfyExtension();
+  } catch (err) {
+    console.error("[SeaCache] frontend extension failed to load:", err);
+  }
 }

@@ -33,11 +33,12 @@ async function loadInFakeBrowser() {
   copyFileSync(join(here, "seacache.js"), join(root, "extensions", "seacache", "seacache.js"));
   globalThis.window = {};
   try {
-    await import(pathToFileURL(join(root, "extensions", "seacache", "seacache.js")).href);
     const { app } = await import(pathToFileURL(join(root, "scripts", "app.js")).href);
     const { api } = await import(pathToFileURL(join(root, "scripts", "api.js")).href);
-    for (let i = 0; i < 50 && app.extensions.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-    return { app, api };
+    await import(pathToFileURL(join(root, "extensions", "seacache", "seacache.js")).href);
+    // Counted right when the import resolves: the frontend registers node definitions then, so the extension must
+    // already be registered.
+    return { app, api, registeredOnImport: app.extensions.length };
   } finally {
     delete globalThis.window;
   }
@@ -63,7 +64,8 @@ function defineNodeType(ext, name, base = FakeNode) {
 }
 
 test("registers SeaCache.UI and shows the progress line on the SeaCache Apply node", async () => {
-  const { app, api } = await loadInFakeBrowser();
+  const { app, api, registeredOnImport } = await loadInFakeBrowser();
+  assert.equal(registeredOnImport, 1);
   assert.equal(app.extensions.length, 1);
   const ext = app.extensions[0];
   assert.equal(ext.name, "SeaCache.UI");

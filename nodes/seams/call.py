@@ -1,0 +1,71 @@
+"""One gated model call seen from the seam: the stack is entered (maybe in row groups) and left, and the
+residual ``stack_out - stack_in`` is committed once every row of the call's batch has passed."""
+
+from __future__ import annotations
+
+import torch
+
+from ...seacache_core import SeaCacheSession
+
+CALL_KEY = "seacache_call"
+"""transformer_options key under which the APPLY_MODEL gate hands the current call to block-level seams."""
+
+
+class StackCall:
+    """The gate's decision for one model call, applied where a seam enters and leaves the skippable stack.
+
+    ``enter(rows)`` returns the stack output to use instead of running the stack (a reused call), or None when
+    the stack must run; ``leave(rows_out)`` records the computed output. Rows arrive in batch order, all at once
+    (block stacks, diffusion-model calls) or item by item (models that loop over the batch)."""
+
+    def __init__(self, session: SeaCacheSession, decision, batch: int, seam: str, latent_channels: int):
+        self.session, self.decision, self.batch, self.seam = session, decision, batch, seam
+        self.latent_channels = latent_channels  # channels of the sampler's latent (concat conditioning excluded)
+        self.image_slice: slice | None = None  # block seams: the image tokens in a joint text+image stream
+        self.double_out: torch.Tensor | None = None  # block seams: image stream leaving the double-stream blocks
+        self.reusing: bool | None = None
+        self.predicted: torch.Tensor | None = None
+        self.row = 0
+        self.inputs: list[torch.Tensor] = []
+        self.outputs: list[torch.Tensor] = []
+        self.done = False
+
+    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
+        """Stack output for these rows on a reused call (input plus the extrapolated residual), else None."""
+        if self.reusing is None:
+            self.reusing = False
+            if self.decision.reuse:
+                like = stack_in if stack_in.shape[0] == self.batch else stack_in[:1].expand(self.batch, *stack_in.shape[1:])
+                predicted = self.session.gate.predict(self.decision, like)
+                if predicted is not None:
+                    self.session.gate.commit(self.decision)
+                    self.reusing, self.predicted, self.done = True, predicted, True
+        rows = stack_in.shape[0]
+        if self.reusing:
+            out = stack_in + self.predicted[self.row : self.row + rows]
+            self.row += rows
+            return out
+        self.inputs.append(stack_in)
+        return None
+
+    def leave(self, stack_out: torch.Tensor) -> None:
+        """Record the computed output of the rows entered last; commit the residual after the last row."""
+        self.outputs.append(stack_out)
+        if sum(o.shape[0] for o in self.outputs) < self.batch:
+            return
+        if len(self.outputs) == 1:
+            residual = self.outputs[0] - self.inputs[0]
+        else:
+            residual = torch.cat([o - i for o, i in zip(self.outputs, self.inputs)])
+        self.inputs.clear()
+        self.outputs.clear()
+        self.session.gate.commit(self.decision, residual)
+        self.done = True
+
+    def finish(self) -> None:
+        """Raise if the model never passed through the seam (its results would be miscounted)."""
+        if not self.done:
+            raise RuntimeError(
+                f"SeaCache: the model call never passed its {self.seam} (this model's code path differs from the "
+                "one the seam expects); apply SeaCache to an unpatched MODEL or report the model type."
+            )

@@ -1,0 +1,142 @@
+"""SeaCache Apply on ComfyUI's core models (needs COMFYUI_PATH): tiny random-weight Wan 2.1 T2V/I2V, Wan 2.2 5B
+TI2V, HunyuanVideo, LTX-Video, Flux and Qwen-Image built from ComfyUI's own model configs. On each: the block-stack
+seam is chosen, threshold 0 is bit-identical to uncached, the default threshold reuses and then runs no block,
+two runs agree, batch 2 and split cond/uncond keep per-branch state, the input MODEL is unchanged."""
+
+import pytest
+import torch
+
+import tiny_comfy_models
+from anymodel_runs import counting_blocks, last_report, sample, seacache, stack_blocks
+
+STEPS = 12
+MODELS = list(tiny_comfy_models.SPECS)
+
+
+@pytest.fixture(scope="module")
+def pack(comfy):
+    """The pack loaded as ComfyUI loads it; one torch thread while these tiny models run (thread start-up and
+    contention cost more than they save at this size)."""
+    import comfyui_harness
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def tiny_core(request, comfy, pack):
+    spec = tiny_comfy_models.SPECS[request.param]
+    model = tiny_comfy_models.build(request.param)
+    plain = sample(comfy, model, spec, steps=STEPS)
+    return request.param, spec, model, plain
+
+
+def test_block_seam_exactness_reuse_and_repeatability(comfy, tiny_core):
+    name, spec, model, plain = tiny_core
+    exact = seacache(comfy, model, threshold=0.0)
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
+    assert last_report(exact)["reused"] == 0
+    assert last_report(exact)["seam"].startswith("block stack (")
+
+    patched = seacache(comfy, model)
+    with counting_blocks(model.model.diffusion_model) as blocks:
+        first = sample(comfy, patched, spec, steps=STEPS)
+    report = last_report(patched)
+    assert report["calls"] == STEPS and report["reused"] > 0, report["summary"]
+    assert blocks["calls"] == report["full"] * len(stack_blocks(model.model.diffusion_model))  # reused calls ran no block
+    assert torch.isfinite(first).all() and not torch.equal(first, plain)
+    second = sample(comfy, patched, spec, steps=STEPS)
+    assert torch.equal(first, second) and last_report(patched) == report
+
+
+def test_batch_of_two_and_split_cond_uncond_keep_per_branch_state(comfy, tiny_core):
+    from comfy.patcher_extension import WrappersMP
+
+    name, spec, model, _ = tiny_core
+    patched = seacache(comfy, model)
+    out = sample(comfy, patched, spec, steps=STEPS, batch=2)
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
+    assert len(last_report(patched)["records"][5]["branches"]) == 4  # cond and uncond of each item
+
+    def one_call_per_cond(executor, model, conds, x_in, timestep, model_options):
+        outs = []
+        for cond in conds:
+            outs += executor(model, [cond], x_in, timestep, model_options)
+        return outs
+
+    batched = seacache(comfy, model)
+    split = seacache(comfy, model)
+    split.add_wrapper_with_key(WrappersMP.CALC_COND_BATCH, "split", one_call_per_cond)
+    a = sample(comfy, batched, spec, steps=STEPS)
+    b = sample(comfy, split, spec, steps=STEPS)
+    rb, rs = last_report(batched), last_report(split)
+    assert rs["calls"] == 2 * rb["calls"]
+    assert [r["decision"] for r in rs["records"][::2]] == [r["decision"] for r in rb["records"]]
+    assert [r["decision"] for r in rs["records"][1::2]] == [r["decision"] for r in rb["records"]]
+    assert ((a - b).abs().max() / a.abs().max()).item() < 1e-4
+
+
+def test_input_model_is_unchanged(comfy, tiny_core):
+    name, spec, model, plain = tiny_core
+    options_before = repr(model.model_options)
+    patched = seacache(comfy, model)
+    sample(comfy, patched, spec, steps=STEPS)
+    assert repr(model.model_options) == options_before and not model.object_patches
+    assert "seacache" not in model.model_options.get("transformer_options", {})
+    assert torch.equal(sample(comfy, model, spec, steps=STEPS), plain)
+
+
+def _passthrough_block(args, extra):
+    return extra["original_block"](args)
+
+
+def test_models_whose_blocks_are_taken_fall_back_to_the_diffusion_model_call(comfy, pack):
+    spec = tiny_comfy_models.SPECS["wan21_t2v"]
+    model = tiny_comfy_models.build("wan21_t2v").clone()
+    model.set_model_patch_replace(_passthrough_block, "dit", "double_block", 0)  # another node owns block 0
+    plain = sample(comfy, model, spec, steps=STEPS)
+    exact = seacache(comfy, model, threshold=0.0)
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
+    patched = seacache(comfy, model)
+    with counting_blocks(model.model.diffusion_model) as blocks:
+        sample(comfy, patched, spec, steps=STEPS)
+    report = last_report(patched)
+    assert report["seam"] == "diffusion-model call (output minus input)"
+    assert report["reused"] > 0 and blocks["calls"] == report["full"] * len(stack_blocks(model.model.diffusion_model))
+    assert patched.model_options["transformer_options"]["patches_replace"]["dit"][("double_block", 0)] is _passthrough_block
+
+
+def test_epsilon_prediction_model_is_gated_in_the_flow_convention(comfy, pack):
+    spec = tiny_comfy_models.SPECS["flux"]
+    eps_model = comfy.run_node("ModelSamplingDiscrete", model=tiny_comfy_models.build("flux"), sampling="eps", zsnr=False).outputs[0]
+    plain = sample(comfy, eps_model, spec, steps=STEPS, scheduler="karras")
+    exact = seacache(comfy, eps_model, threshold=0.0)
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS, scheduler="karras"), plain)
+    patched = seacache(comfy, eps_model)
+    out = sample(comfy, patched, spec, steps=STEPS, scheduler="karras")
+    report = last_report(patched)
+    assert torch.isfinite(out).all() and report["reused"] > 0
+    assert report["records"][0]["sigma"] > 1.0  # the schedule's own (VE) sigma is reported, not the flow one
+
+
+def test_flow_view_maps_each_sampling_type(comfy, import_pack_module):
+    import comfy.model_sampling as ms
+
+    flow_view = import_pack_module("nodes.seams.sampling").flow_view
+
+    flow = type("Flow", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})
+    eps = type("Eps", (ms.ModelSamplingDiscrete, ms.EPS), {})
+    vpred = type("V", (ms.ModelSamplingDiscrete, ms.V_PREDICTION), {})
+    assert flow_view(flow(), 0.3) == pytest.approx((1.0, 0.3))
+    for kind in (eps, vpred):
+        assert flow_view(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
+
+
+def test_stats_node_names_the_residual_boundary(comfy, pack):
+    spec = tiny_comfy_models.SPECS["flux"]
+    patched = seacache(comfy, tiny_comfy_models.build("flux"))
+    samples = sample(comfy, patched, spec, steps=STEPS)
+    summary = comfy.run_node("SeaCacheStats", samples={"samples": samples}, model=patched).outputs[1]
+    assert summary.splitlines()[-1] == "residual boundary: block stack (Flux, 4 blocks)"
