@@ -2,13 +2,14 @@
 
 Sources, in order of authority: diffusers 0.42.1 (``Cosmos3OmniPipeline`` defaults: 1280x720, 189 frames, 24 fps,
 35 steps, CFG 6; the distilled modular pipeline: fixed ``distilled_sigmas``, CFG 1, FlowMatchEuler; its guidance
-interval test ``lo <= t <= hi`` on the pipeline timestep ``t = 1000 * sigma``), NVIDIA's model reference and model
+interval test ``lo <= t <= hi`` on the int64 pipeline timestep ``t = 1000 * sigma``), NVIDIA's model reference and model
 cards (family, sizes, supported settings, Text2Image and Edge recipes, Super-Image2Video at 16 fps), and SGLang's
 Cosmos3 defaults for Edge. ``source`` names where each row's numbers come from.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 TIMESTEP_SCALE = 1000.0
@@ -89,13 +90,19 @@ FAMILY: dict[str, FamilyMember] = {
 }
 
 
+def pipeline_timestep(sigma: float) -> int:
+    """The reference pipeline's timestep at noise level ``sigma``: its UniPC scheduler stores ``1000 * sigma``
+    (float64) as int64, i.e. truncated, and the guidance interval is tested on that integer."""
+    return math.floor(float(sigma) * TIMESTEP_SCALE)
+
+
 def guidance_active(sigma: float, interval: tuple[float, float] | None) -> bool:
     """Whether CFG applies at noise level ``sigma``: always without an interval, else when the pipeline timestep
-    ``1000 * sigma`` lies in ``[lo, hi]`` (ends included, as diffusers' interval gate)."""
+    (:func:`pipeline_timestep`) lies in ``[lo, hi]`` (ends included, as diffusers' interval gate)."""
     if interval is None:
         return True
     lo, hi = interval
-    return float(lo) <= float(sigma) * TIMESTEP_SCALE <= float(hi)
+    return float(lo) <= pipeline_timestep(sigma) <= float(hi)
 
 
 def reference_settings(member: str, mode: str | None = None) -> ReferenceSettings:

@@ -139,3 +139,31 @@ class Cosmos3Scheduler(io.ComfyNode):
         if denoise <= 0:
             return io.NodeOutput(torch.FloatTensor([]))
         return io.NodeOutput(reference_sigmas(steps, shift, denoise))
+
+
+class Cosmos3DistilledScheduler(io.ComfyNode):
+    """SIGMAS of a 4-step distilled checkpoint, as it ships them."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheCosmos3DistilledScheduler",
+            display_name="Cosmos3 Distilled Scheduler",
+            category="SeaCache/Cosmos3",
+            description="The fixed sigma schedule of a 4-step Cosmos3 checkpoint (Super-Text2Image-4Step, "
+            "Super-Image2Video-4Step): its distilled_sigmas shifted by its scheduler, then 0. Sample with CFG 1.",
+            inputs=[io.Model.Input("model", tooltip="A 4-step Cosmos3 checkpoint's MODEL from Cosmos3 Loader (or SeaCache Apply).")],
+            outputs=[io.Sigmas.Output()],
+        )
+
+    @classmethod
+    def execute(cls, model):
+        schedule = getattr(getattr(model, "model", None), "distilled_schedule", None)
+        if schedule is None:
+            raise ValueError(
+                "Cosmos3 Distilled Scheduler: this model has no distilled schedule (its checkpoint has no "
+                "distilled_sigmas in modular_model_index.json), so it is not a 4-step checkpoint; use Cosmos3 Scheduler."
+            )
+        if schedule.stochastic:
+            logging.info("Cosmos3: this checkpoint's scheduler re-noises every step; the 'lcm' sampler does the same.")
+        return io.NodeOutput(torch.tensor(schedule.sigmas, dtype=torch.float32))

@@ -105,6 +105,8 @@ class CONDTokens(comfy.conds.CONDRegular):
 class Cosmos3(comfy.model_base.BaseModel):
     """Flow-matching BaseModel for Cosmos3 (velocity output, sigma passed through as the timestep)."""
 
+    distilled_schedule = None  # a 4-step checkpoint's DistilledSchedule, set by the loader
+
     def __init__(self, model_config, device=None):
         super().__init__(model_config, comfy.model_base.ModelType.FLOW, device=device, unet_model=ComfyCosmos3)
 

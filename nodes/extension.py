@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from comfy_api.latest import ComfyExtension, io
 
-from .conditioning import Cosmos3EmptyLatentVideo, Cosmos3ImageToVideo, Cosmos3Scheduler
+from .conditioning import Cosmos3DistilledScheduler, Cosmos3EmptyLatentVideo, Cosmos3ImageToVideo, Cosmos3Scheduler
+from .cosmos3_guidance import Cosmos3CFGGuider
 from .cosmos3_prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative, Cosmos3TextEncode, Cosmos3TextEncodeNegative
 from .loader import Cosmos3Loader
 from .seacache_apply import SeaCacheApply
@@ -24,6 +25,8 @@ class SeaCacheExtension(ComfyExtension):
             Cosmos3EmptyLatentVideo,
             Cosmos3ImageToVideo,
             Cosmos3Scheduler,
+            Cosmos3DistilledScheduler,
+            Cosmos3CFGGuider,
             SeaCacheApply,
             SeaCacheStats,
         ]

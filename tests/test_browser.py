@@ -1,7 +1,8 @@
-"""Both example workflows in a real browser: ComfyUI's own server (``main.py --cpu``) on a free loopback port with
-this pack as a custom node and a tiny Cosmos3 checkpoint, its frontend in headless Chromium driven by
+"""The Cosmos3 example workflows in a real browser: ComfyUI's own server (``main.py --cpu``) on a free loopback port with
+this pack as a custom node and tiny Cosmos3 checkpoints (one per family member's layout), its frontend in headless Chromium driven by
 ``tests/browser_run.mjs`` (playwright-core). The canvas must load with every node type known, the pack's web
-extension must not log errors, the queued prompt must succeed with a video, and SeaCache Stats must draw its chart.
+extension must not log errors, the queued prompt must succeed with a video (an image for text-to-image), and SeaCache
+Stats must draw its chart.
 
 ``COMFYUI_FRONTEND_ROOT`` (optional) serves another frontend build, e.g. a newer ``comfyui_frontend_package/static``
 (``--front-end-root``), to check the workflows in a frontend newer than the one ComfyUI pins.
@@ -31,6 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 DRIVER = TESTS / "browser_run.mjs"
 WORKFLOWS = ["cosmos3_t2v_seacache.json", "cosmos3_i2v_seacache.json"]
+# The family workflows: (tiny checkpoint preset, model folder it is kept in) of their member.
+FAMILY = {
+    "cosmos3_edge_t2v_12gb.json": ("tiny-edge", "cosmos3"),  # where the ComfyUI-Cosmos3 pack keeps checkpoints
+    "cosmos3_t2i_seacache.json": ("tiny-t2i", "diffusion_models"),
+    "cosmos3_super_i2v_seacache.json": ("tiny-i2v", "diffusion_models"),
+    "cosmos3_i2v_4step_seacache.json": ("tiny-i2v-4step", "diffusion_models"),
+}
+IMAGE_WORKFLOWS = {"cosmos3_t2i_seacache.json"}
+FOUR_STEP_WORKFLOWS = {"cosmos3_i2v_4step_seacache.json"}
 PACK_DIR_NAME = "seacache_cosmos3"
 TINY_NAME = "tiny-cosmos3"
 TEST_IMAGE = "seacache_browser_test.png"
@@ -48,8 +58,23 @@ OVERRIDES = {
     "SeaCacheApply": {"threshold": 0.8},
     "LoadImage": {"image": TEST_IMAGE},
     "SaveVideo": {"filename_prefix": "video/seacache_browser_test"},
+    "SaveImage": {"filename_prefix": "seacache_browser_test"},
 }
 BAR_COLORS = {"computed", "reused", "forced"}
+
+
+def family_checkpoint(workflow: str) -> str:
+    return f"{FAMILY[workflow][0]}-browser"
+
+
+def overrides_for(workflow: str) -> dict:
+    """The tiny-run widget values for one workflow: its member's tiny checkpoint, one frame for text-to-image."""
+    overrides = json.loads(json.dumps(OVERRIDES))
+    if workflow in FAMILY:
+        overrides["SeaCacheCosmos3Loader"]["checkpoint"] = family_checkpoint(workflow)
+    if workflow in IMAGE_WORKFLOWS:
+        overrides["SeaCacheCosmos3EmptyLatentVideo"] = {**SIZE_WIDGETS, "length": 1}
+    return overrides
 
 
 def _chromium() -> str | None:
@@ -113,6 +138,8 @@ class Server:
             (base / folder).mkdir(parents=True, exist_ok=True)
         (base / "custom_nodes" / PACK_DIR_NAME).symlink_to(ROOT, target_is_directory=True)
         make_tiny_checkpoint(str(base / "models" / "diffusion_models" / TINY_NAME))
+        for workflow, (preset, folder) in FAMILY.items():
+            make_tiny_checkpoint(str(base / "models" / folder / family_checkpoint(workflow)), preset)
         _write_test_image(base / "input" / TEST_IMAGE)
         if (comfy_path / "input" / "example.png").is_file():  # the shipped I2V workflow names ComfyUI's example image
             shutil.copy(comfy_path / "input" / "example.png", base / "input" / "example.png")
@@ -178,13 +205,13 @@ def test_server_sees_pack_and_checkpoint(server):
         assert node_type in info, f"{node_type} not registered:\n{server.log_tail()}"
     checkpoints = info["SeaCacheCosmos3Loader"]["input"]["required"]["checkpoint"]
     choices = checkpoints[1]["options"] if checkpoints[0] == "COMBO" else checkpoints[0]
-    assert TINY_NAME in choices
+    assert TINY_NAME in choices and {family_checkpoint(w) for w in FAMILY} <= set(choices)  # models/cosmos3 too
     assert f"/extensions/{PACK_DIR_NAME}/seacache.js" in _get_json(f"{server.url}/extensions")
 
 
 def _run_driver(server, workflow: Path, screenshot: Path, load_only: bool = False) -> dict:
     """Run tests/browser_run.mjs on one workflow; its JSON result (also kept next to the screenshot)."""
-    config = {"url": server.url, "chromium": server.chromium, "workflow": str(workflow), "overrides": OVERRIDES,
+    config = {"url": server.url, "chromium": server.chromium, "workflow": str(workflow), "overrides": overrides_for(workflow.name),
               "statsType": "SeaCacheStats", "screenshot": str(screenshot), "timeoutMs": PROMPT_TIMEOUT_MS,
               "loadOnly": load_only}
     config_path = screenshot.with_suffix(".driver.json")
@@ -208,7 +235,7 @@ def _extension_errors(result: dict) -> list[str]:
     return errors
 
 
-@pytest.mark.parametrize("workflow", WORKFLOWS)
+@pytest.mark.parametrize("workflow", WORKFLOWS + list(FAMILY))
 def test_workflow_in_browser(server, workflow, tmp_path):
     """Load, edit, queue and finish one shipped workflow in the browser as a user would (see the module docstring)."""
     screenshot = tmp_path / f"{Path(workflow).stem}.png"
@@ -233,23 +260,27 @@ def test_workflow_in_browser(server, workflow, tmp_path):
     before = result["chartBefore"]
     assert before["drawn"] and before["report"] is None
     assert sum(before["counts"][k] for k in BAR_COLORS) == 0, before
-    # The prompt succeeded and saved a video.
+    # The prompt succeeded and saved a video (an image for text-to-image).
     entry = result["history"]
     assert entry is not None, f"prompt did not finish:\n{server.log_tail()}"
     assert entry["status"]["status_str"] == "success", json.dumps(entry["status"])[-3000:]
     ids = {n["type"]: str(n["id"]) for n in shipped["nodes"]}
-    videos = [item for output in entry["outputs"].values() for key in ("images", "videos", "gifs") for item in output.get(key, [])
-              if str(item.get("filename", "")).endswith((".mp4", ".webm", ".mov"))]
-    assert videos, entry["outputs"]
-    saved = server.base / "output" / videos[0]["subfolder"] / videos[0]["filename"]
+    suffixes = (".png",) if workflow in IMAGE_WORKFLOWS else (".mp4", ".webm", ".mov")
+    saved_items = [item for node_id, output in entry["outputs"].items() if node_id != ids["PreviewImage"]
+                   for key in ("images", "videos", "gifs") for item in output.get(key, [])
+                   if str(item.get("filename", "")).endswith(suffixes) and item.get("type") == "output"]
+    assert saved_items, entry["outputs"]
+    saved = server.base / "output" / saved_items[0]["subfolder"] / saved_items[0]["filename"]
     assert saved.is_file() and saved.stat().st_size > 0
     # SeaCache Stats: the server's report reached the node, and its bars are on the canvas in the report's colors.
+    steps = 4 if workflow in FOUR_STEP_WORKFLOWS else STEPS  # 4-step: the checkpoint's own schedule
     report = entry["outputs"][ids["SeaCacheStats"]]["seacache"][0]
-    assert report["status"] == "completed" and report["steps"] == STEPS
-    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= STEPS
+    assert report["status"] == "completed" and report["steps"] == steps
+    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= steps
     after = result["chartAfter"]
     assert after["drawn"] and after["report"] == report
-    assert report["reused"] > 0, report["summary"]
+    if workflow not in FOUR_STEP_WORKFLOWS:  # of 4 steps only the middle two may be reused
+        assert report["reused"] > 0, report["summary"]
     decisions = {r["decision"] for r in report["records"]}
     drawn = {k for k in BAR_COLORS if after["counts"][k] > 0}
     assert drawn == decisions, (after["counts"], decisions)

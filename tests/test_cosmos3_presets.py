@@ -31,6 +31,8 @@ def test_guidance_interval_gate():
     assert guidance_active(1.0, t2i.guidance_interval) and guidance_active(0.4, t2i.guidance_interval)
     assert not guidance_active(0.399, t2i.guidance_interval) and not guidance_active(0.0, t2i.guidance_interval)
     assert all(guidance_active(s, None) for s in (0.0, 0.5, 1.0))
+    # the reference compares its int64 timestep: 1000 * 0.5004 = 500.4 -> 500, inside [0, 500]
+    assert guidance_active(0.5004, (0, 500)) and not guidance_active(0.501, (0, 500))
 
 
 def test_lookup_errors_name_the_choices():

@@ -32,7 +32,8 @@ TINY = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_
 
 
 @pytest.mark.parametrize("overrides", [{}, TINY, {**TINY, "attention_bias": True},
-                                       {**TINY, "qk_norm_for_text": False, "use_und_k_norm_for_gen": True}])
+                                       {**TINY, "qk_norm_for_text": False, "use_und_k_norm_for_gen": True},
+                                       {**TINY, "hidden_act": "relu2"}])
 def test_parameter_count_equals_meta_model_numel(overrides):
     config = Cosmos3Config(**overrides)
     model = meta_model(config)

@@ -18,10 +18,22 @@ import workflow_runner as wr
 T2V = "cosmos3_t2v_seacache.json"
 I2V = "cosmos3_i2v_seacache.json"
 WORKFLOWS = [T2V, I2V]
+EDGE_T2V = "cosmos3_edge_t2v_12gb.json"
+T2I = "cosmos3_t2i_seacache.json"
+SUPER_I2V = "cosmos3_super_i2v_seacache.json"
+I2V_4STEP = "cosmos3_i2v_4step_seacache.json"
+# The family workflows: the member and mode whose reference settings they follow (cosmos3/presets.py), the card
+# they are sized for, their size, and the tiny checkpoint preset they run on in the tests.
+FAMILY = {
+    EDGE_T2V: dict(member="Cosmos3-Edge", mode="t2v", card="12 GB", size=(832, 480, 121), preset="tiny-edge"),
+    T2I: dict(member="Cosmos3-Super-Text2Image", mode="t2i", card="80 GB", size=(1024, 1024, 1), preset="tiny-t2i"),
+    SUPER_I2V: dict(member="Cosmos3-Super-Image2Video", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v"),
+    I2V_4STEP: dict(member="Cosmos3-Super-Image2Video-4Step", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v-4step"),
+}
 WAN = "wan22_5b_t2v_seacache.json"
 FLUX = "flux_t2i_seacache.json"
 ANYMODEL = [WAN, FLUX]
-ALL = WORKFLOWS + ANYMODEL
+ALL = WORKFLOWS + list(FAMILY) + ANYMODEL
 APPLY_DEFAULTS = [0.25, "1", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
@@ -56,7 +68,7 @@ def test_pack_node_ids_scan():
         "SeaCacheCosmos3Loader", "SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative",
         "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
-        "SeaCacheApply", "SeaCacheStats",
+        "SeaCacheCosmos3DistilledScheduler", "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
     }
 
 
@@ -177,6 +189,92 @@ def test_wiring(name):
         assert not wr.nodes_of_type(workflow, "SeaCacheCosmos3EmptyLatentVideo")
 
 
+def sampler_nodes(workflow):
+    """The guider node (CFGGuider or Cosmos3 CFG Guider) and the sigma node of a workflow."""
+    guiders = [n for n in workflow["nodes"] if n["type"] in ("CFGGuider", "SeaCacheCosmos3CFGGuider")]
+    sigmas = [n for n in workflow["nodes"] if n["type"] in ("SeaCacheCosmos3Scheduler", "SeaCacheCosmos3DistilledScheduler")]
+    assert len(guiders) == 1 and len(sigmas) == 1
+    return guiders[0], sigmas[0]
+
+
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_family_recipe(name):
+    """Each family workflow follows its member's reference settings (cosmos3/presets.py) at the size it is
+    sized for, with fp8 weights, and its note names the checkpoint and the card."""
+    from cosmos3.presets import reference_settings
+
+    spec = FAMILY[name]
+    ref = reference_settings(spec["member"], spec["mode"])
+    workflow = load(name)
+    assert only(workflow, "SeaCacheCosmos3Loader")["widgets_values"] == [spec["member"], "fp8_e4m3fn"]
+    sizes = [n["widgets_values"] for n in workflow["nodes"] if n["type"] in SIZE_NODES]
+    assert len(sizes) == 1 and tuple(sizes[0][:3]) == spec["size"] and sizes[0][3] == 1  # set once, on the latent
+    w, h, length = spec["size"]
+    assert w % 16 == 0 and h % 16 == 0 and (length - 1) % 4 == 0
+    if ref.mode == "t2i" or name == EDGE_T2V:
+        assert (w, h, length) == (ref.width, ref.height, ref.frames)  # the reference size itself
+    pos, neg = (only(workflow, t)["widgets_values"] for t in TEXT_NODES)
+    assert len(pos[0]) > 80 and neg[0] == "" and pos[1] == neg[1] == ref.fps
+    guider, sigmas = sampler_nodes(workflow)
+    assert guider["widgets_values"][0] == ref.cfg
+    assert only(workflow, "KSamplerSelect")["widgets_values"] == [ref.sampler]
+    if ref.shift is None:  # 4-step: the checkpoint's own sigmas
+        assert sigmas["type"] == "SeaCacheCosmos3DistilledScheduler" and "widgets_values" not in sigmas
+    else:
+        assert sigmas["type"] == "SeaCacheCosmos3Scheduler"
+        shift = ref.shift if (w, h) == (ref.width, ref.height) else 5.0  # 480p tier of the 720p recipes
+        assert sigmas["widgets_values"] == [ref.steps, shift, 1.0]
+    if ref.guidance_interval is None:
+        assert guider["type"] == "CFGGuider"
+    else:
+        assert guider["type"] == "SeaCacheCosmos3CFGGuider"
+        assert tuple(guider["widgets_values"][1:]) == ref.guidance_interval
+    if ref.mode == "t2i":
+        assert only(workflow, "SaveImage")["widgets_values"][0] and not wr.nodes_of_type(workflow, "CreateVideo")
+    else:
+        assert only(workflow, "CreateVideo")["widgets_values"] == [ref.fps]
+    note = only(workflow, "MarkdownNote")["widgets_values"][0]
+    for fact in (spec["member"], spec["card"], "fp8_e4m3fn", f"{w}x{h}", "models/cosmos3/", "SeaCache Apply"):
+        assert fact in note, fact
+
+
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_family_wiring(name):
+    workflow = load(name)
+    apply, stats = only(workflow, "SeaCacheApply"), only(workflow, "SeaCacheStats")
+    sampler, decode = only(workflow, "SamplerCustomAdvanced"), only(workflow, "VAEDecode")
+    guider, sigmas = sampler_nodes(workflow)
+    assert source_type(workflow, apply, "model") == ("SeaCacheCosmos3Loader", 0)
+    assert wr.upstream(workflow, guider["id"], "model")[0] is apply
+    assert wr.upstream(workflow, stats["id"], "model")[0] is apply
+    assert wr.upstream(workflow, stats["id"], "samples") == (sampler, 0)
+    assert wr.upstream(workflow, decode["id"], "samples") == (stats, 0)
+    assert source_type(workflow, decode, "vae") == ("SeaCacheCosmos3Loader", 1)
+    assert wr.upstream(workflow, only(workflow, "PreviewImage")["id"], "images") == (stats, 2)
+    assert wr.upstream(workflow, only(workflow, "PreviewAny")["id"], "source") == (stats, 1)
+    assert wr.upstream(workflow, sampler["id"], "guider") == (guider, 0)
+    assert wr.upstream(workflow, sampler["id"], "sigmas") == (sigmas, 0)
+    if sigmas["type"] == "SeaCacheCosmos3DistilledScheduler":
+        assert source_type(workflow, sigmas, "model") == ("SeaCacheCosmos3Loader", 0)
+    for node_type in TEXT_NODES:
+        assert source_type(workflow, only(workflow, node_type), "cosmos3_text") == ("SeaCacheCosmos3Loader", 2)
+    if FAMILY[name]["mode"] == "i2v":
+        i2v = only(workflow, "SeaCacheCosmos3ImageToVideo")
+        assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3ImageToVideo", 0)
+        assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3ImageToVideo", 1)
+        assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3ImageToVideo", 2)
+        assert source_type(workflow, i2v, "start_image") == ("LoadImage", 0)
+    else:
+        assert source_type(workflow, guider, "positive") == ("SeaCacheCosmos3PromptEncode", 0)
+        assert source_type(workflow, guider, "negative") == ("SeaCacheCosmos3PromptEncodeNegative", 0)
+        assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3EmptyLatentVideo", 0)
+    if FAMILY[name]["mode"] == "t2i":
+        assert source_type(workflow, only(workflow, "SaveImage"), "images") == ("VAEDecode", 0)
+    else:
+        assert source_type(workflow, only(workflow, "CreateVideo"), "images") == ("VAEDecode", 0)
+        assert source_type(workflow, only(workflow, "SaveVideo"), "video") == ("CreateVideo", 0)
+
+
 # ----------------------------------------------------------------------------- with ComfyUI
 
 TINY_NAME = "tiny-cosmos3"
@@ -196,6 +294,10 @@ def session(comfy, tmp_path_factory):
     models = tmp_path_factory.mktemp("workflow_models")
     make_tiny_checkpoint(str(models / TINY_NAME))
     comfy.folder_paths.add_model_folder_path("diffusion_models", str(models))
+    community = tmp_path_factory.mktemp("workflow_cosmos3")  # models/cosmos3, as the ComfyUI-Cosmos3 pack keeps them
+    for name, spec in FAMILY.items():
+        make_tiny_checkpoint(str((community if name == EDGE_T2V else models) / family_checkpoint(name)), spec["preset"])
+    comfy.folder_paths.add_model_folder_path("cosmos3", str(community))
     from PIL import Image
 
     pixels = np.zeros((72, 120, 3), np.uint8)  # not square: the I2V node center-crops it
@@ -209,6 +311,10 @@ def session(comfy, tmp_path_factory):
     return comfy
 
 
+def family_checkpoint(name):
+    return f"tiny-{FAMILY[name]['preset']}-workflow"
+
+
 def overrides(extra=None):
     values = {
         ("SeaCacheCosmos3Loader", "checkpoint"): TINY_NAME,
@@ -216,6 +322,7 @@ def overrides(extra=None):
         ("SeaCacheCosmos3Scheduler", "steps"): STEPS,
         ("LoadImage", "image"): TEST_IMAGE,
         ("SaveVideo", "filename_prefix"): "video/seacache_workflow_test",
+        ("SaveImage", "filename_prefix"): "seacache_workflow_test",
     }
     for node_type in SIZE_NODES:
         values.update({(node_type, "width"): SIZE, (node_type, "height"): SIZE, (node_type, "length"): FRAMES})
@@ -223,7 +330,7 @@ def overrides(extra=None):
     return values
 
 
-@pytest.mark.parametrize("name", WORKFLOWS)
+@pytest.mark.parametrize("name", ALL)
 def test_node_types_registered(session, name):
     mappings = session.nodes.NODE_CLASS_MAPPINGS
     for node in load(name)["nodes"]:
@@ -258,25 +365,27 @@ def test_converted_prompt(session, name):
     assert any("no_such_sampler" in message for message in wr.validate_api_prompt(bad))
 
 
-def _check_run(session, workflow, result, messages):
+def _check_run(session, workflow, result, messages, frames_expected=FRAMES, steps=STEPS):
     apply_id = only(workflow, "SeaCacheApply")["id"]
     stats = only(workflow, "SeaCacheStats")
-    # VAEDecode: 9 finite frames of 64x64 RGB.
+    # VAEDecode: finite frames of 64x64 RGB.
     frames = result.outputs[only(workflow, "VAEDecode")["id"]][0]
-    assert tuple(frames.shape) == (FRAMES, SIZE, SIZE, 3)
+    assert tuple(frames.shape) == (frames_expected, SIZE, SIZE, 3)
     assert bool(frames.isfinite().all()) and 0.0 <= float(frames.min()) and float(frames.max()) <= 1.0
-    # CreateVideo -> SaveVideo wrote an mp4.
-    video = result.outputs[only(workflow, "CreateVideo")["id"]][0]
-    assert tuple(video.get_dimensions()) == (SIZE, SIZE)
-    saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
+    if wr.nodes_of_type(workflow, "SaveImage"):  # SaveImage wrote a png
+        saved = result.ui[only(workflow, "SaveImage")["id"]]["images"][0]
+    else:  # CreateVideo -> SaveVideo wrote an mp4.
+        video = result.outputs[only(workflow, "CreateVideo")["id"]][0]
+        assert tuple(video.get_dimensions()) == (SIZE, SIZE)
+        saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
     path = Path(session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
     assert path.is_file() and path.stat().st_size > 0 and saved["filename"].startswith("seacache_workflow_test")
     # SeaCache Stats: the run's report, summary string and timeline image.
     _, summary, timeline = result.outputs[stats["id"]]
     report = result.ui[stats["id"]]["seacache"][0]
-    assert report["status"] == "completed" and report["steps"] == STEPS and report["threshold"] == 0.25
-    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= STEPS
-    assert summary.startswith(f"SeaCache run completed over {STEPS} steps (threshold 0.25)")
+    assert report["status"] == "completed" and report["steps"] == steps and report["threshold"] == 0.25
+    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= steps
+    assert summary.startswith(f"SeaCache run completed over {steps} steps (threshold 0.25)")
     assert f"{report['calls']} calls" in summary
     assert result.ui[only(workflow, "PreviewAny")["id"]]["text"][0] == summary
     assert timeline.ndim == 4 and timeline.shape[0] == 1 and timeline.shape[-1] == 3
@@ -286,7 +395,7 @@ def _check_run(session, workflow, result, messages):
     assert len(progress) == report["calls"]
     assert {p["node"] for p in progress} == {str(apply_id)}
     assert progress[-1]["calls"] == report["calls"] and progress[-1]["reused"] == report["reused"]
-    assert all(p["steps"] == STEPS and 0 <= p["step"] < STEPS for p in progress)
+    assert all(p["steps"] == steps and 0 <= p["step"] < steps for p in progress)
     json.dumps(report, allow_nan=False)  # what the server sends to the browser must be strict JSON
     return report
 
@@ -345,6 +454,60 @@ def test_reuse_report_draws_in_the_frontend(session, tmp_path):
         expected = 0.0 if acc is None else min(acc / report["threshold"], 2.0) / 2.0 * 80
         assert math.isclose(bar["h"], max(expected, 2), rel_tol=1e-9, abs_tol=1e-9)
     assert drawn["caption"] == f"SeaCache: reused {report['reused']} / {report['calls']} calls · ~{report['speedup']:.2f}x"
+
+
+def family_overrides(name):
+    """Tiny run settings for a family workflow: its member's tiny checkpoint, 64x64, 9 frames (1 for images)."""
+    values = overrides({("SeaCacheCosmos3Loader", "checkpoint"): family_checkpoint(name)})
+    if FAMILY[name]["mode"] == "t2i":
+        values[("SeaCacheCosmos3EmptyLatentVideo", "length")] = 1
+    return values
+
+
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_family_converted_prompt(session, name):
+    """ComfyUI's validation accepts the queued prompt, with the tiny checkpoint and with the shipped values."""
+    workflow = load(name)
+    assert wr.validate_api_prompt(wr.to_api_prompt(session, workflow, family_overrides(name))) == []
+    shipped = {("SeaCacheCosmos3Loader", "checkpoint"): family_checkpoint(name)}
+    if not (Path(session.folder_paths.get_input_directory()) / "example.png").is_file():
+        shipped[("LoadImage", "image")] = TEST_IMAGE
+    assert wr.validate_api_prompt(wr.to_api_prompt(session, workflow, shipped)) == []
+
+
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_family_workflow_runs(session, name):
+    """Each family workflow end to end on a tiny checkpoint of its member's layout and architecture."""
+    from cosmos3.presets import guidance_active, reference_settings
+
+    spec = FAMILY[name]
+    ref = reference_settings(spec["member"], spec["mode"])
+    workflow = load(name)
+    with session.fake_prompt_server() as server:
+        result = wr.run_ui_workflow(session, workflow, family_overrides(name))
+    four_step = ref.shift is None
+    steps = 4 if four_step else STEPS
+    report = _check_run(session, workflow, result, server.messages, 1 if spec["mode"] == "t2i" else FRAMES, steps)
+    model = result.outputs[only(workflow, "SeaCacheCosmos3Loader")["id"]][0]
+    config = model.model.diffusion_model.config
+    assert config.hidden_act == ("relu2" if name == EDGE_T2V else "silu")
+    branches = [set(r["branches"]) for r in report["records"]]
+    _, sigmas_node = sampler_nodes(workflow)
+    sigmas = result.outputs[sigmas_node["id"]][0]
+    if ref.cfg == 1.0:  # distilled: the positive prompt alone, one call per step
+        assert branches == [{"cond0/0"}] * steps
+    else:  # uncond batched in exactly on the guided steps
+        guided = [guidance_active(s, ref.guidance_interval) for s in sigmas[:-1].tolist()]
+        assert branches == [{"cond0/0", "uncond0/0"} if on else {"cond0/0"} for on in guided]
+        assert (not all(guided)) == (ref.guidance_interval is not None)
+    if four_step:
+        assert len(sigmas) == 5 and float(sigmas[-1]) == 0.0
+    if spec["mode"] == "i2v":
+        start = result.outputs[only(workflow, "SeaCacheCosmos3ImageToVideo")["id"]][2]["samples"]
+        sampled = result.outputs[only(workflow, "SamplerCustomAdvanced")["id"]][0]["samples"]
+        assert float((sampled[:, :, :1] - start[:, :, :1]).abs().max()) <= 1e-5  # frame 0 stays the start image
+        prompt = result.inputs[only(workflow, "SeaCacheCosmos3PromptEncode")["id"]]
+        assert prompt["fps"] == 16
 
 
 # ----------------------------------------------------------------------------- any-model workflows (Wan, Flux)
