@@ -7,7 +7,7 @@ from seacache_core import SeaCacheConfig
 
 def test_defaults():
     c = SeaCacheConfig()
-    assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.25, 2, 2, 1, 1)
+    assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.25, 1, 2, 1, 1)
     assert c.power is None and c.residual_device == "compute"
     assert (c.residual_boundary, c.indicator_filter) == ("before_norm", "sea")
     assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
