@@ -39,12 +39,14 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
 from cosmos3.memory import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
 from cosmos3.random_weights import random_model  # noqa: E402
 from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
+from seacache_host import SeaCachedCosmos3  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 DEFAULT_SIZES = "832x480x93@35,1280x720x189@10"
@@ -140,19 +142,6 @@ class GateProbe:
         return [self.clock.ms(a, b) for a, b in self.marks]
 
 
-class SessionHost:
-    """Routes the model's generator-stack seam through a SeaCache session (as scripts/demo_t2v.py does)."""
-
-    def __init__(self, model: Cosmos3Transformer, session: SeaCacheSession | None):
-        self.model, self.session = model, session
-
-    def __call__(self, hidden, inputs):
-        if self.session is None:
-            return self.model.run_gen_stack(hidden, inputs)
-        stack = lambda h: self.model.run_gen_stack(h, inputs)  # noqa: E731
-        return self.session.run(stack, hidden, inputs.latent, float(inputs.sigma[0]), ["cond", "uncond"])
-
-
 # ------------------------------------------------------------------------------------------- model
 def build_model(config: Cosmos3Config, weight_dtype: torch.dtype, device: torch.device, seed: int,
                 checkpoint: str | None) -> Cosmos3Transformer:
@@ -240,7 +229,7 @@ def sample(model, tokens, noise, sigmas, dtype, clock, session=None, pattern=Non
     probe = GateProbe(session, clock, pattern) if session is not None else None
     if session is not None:
         session.set_schedule(sigmas)
-    model.call_gen_stack = SessionHost(model, session)
+    model.call_gen_stack = SeaCachedCosmos3(model, session)
     cache = TextKVCache()
     options = {TEXT_KV_CACHE_KEY: cache}
     clock.sync()

@@ -39,21 +39,10 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 import torch  # noqa: E402
 
 import train_proxy as proxy  # noqa: E402
+from seacache_host import SeaCachedCosmos3  # noqa: E402
 from cosmos3 import reference_sigmas  # noqa: E402
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheSession  # noqa: E402
 
-KEYS = ("cond", "uncond")
-
-
-class SessionHost:
-    """Plain-torch SeaCache host: routes the proxy's stack seam through one run's session."""
-
-    def __init__(self, model, session: SeaCacheSession):
-        self.model, self.session = model, session
-
-    def __call__(self, hidden, inputs):
-        stack = lambda h: self.model.run_gen_stack(h, inputs)  # noqa: E731
-        return self.session.run(stack, hidden, inputs.latent, float(inputs.sigma[0]), KEYS)
 
 
 class EvenSkipHost:
@@ -153,7 +142,7 @@ def run_pairs(pairs: range, steps: int, quick: bool, folder: str = proxy.PROXY_D
                         config = SeaCacheConfig(threshold=threshold, **v.options)
                         session = SeaCacheSession(config)
                         session.set_schedule(reference_sigmas(steps, shift))
-                        x = run(stack=SessionHost(model, session), boundary=config.residual_boundary)
+                        x = run(stack=SeaCachedCosmos3(model, session), boundary=config.residual_boundary)
                         full = session.stats.full
                         full_of[(v.name, threshold)] = full
                         session.release()

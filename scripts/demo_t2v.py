@@ -22,6 +22,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), os.path.join(ROOT, "tests")
 import torch  # noqa: E402
 
 from make_tiny_checkpoint import make_tiny_checkpoint  # noqa: E402
+from seacache_host import SeaCachedCosmos3  # noqa: E402
 
 PROMPT = "a red fox running through deep fresh snow at dawn"
 SIZE = dict(width=256, height=256, length=33)
@@ -46,19 +47,6 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) ->
         times.append(time.perf_counter() - start)
     print(run.stats(cached, samples).outputs[1])
     return times[1], times[2], cached.model_options["transformer_options"]["seacache"].last_run
-
-
-class SeaCachedCosmos3:
-    """Plain-torch host for a SeaCache session: routes the model's stack seam through the session."""
-
-    def __init__(self, model, session=None):
-        self.model, self.session = model, session
-
-    def __call__(self, hidden, inputs):
-        if self.session is None:
-            return self.model.run_gen_stack(hidden, inputs)
-        stack = lambda h: self.model.run_gen_stack(h, inputs)  # noqa: E731
-        return self.session.run(stack, hidden, inputs.latent, float(inputs.sigma[0]), ["cond", "uncond"])
 
 
 def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:

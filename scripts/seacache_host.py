@@ -1,0 +1,19 @@
+"""Plain-torch host of a SeaCache session for the native Cosmos3 (the ComfyUI nodes use wrappers instead)."""
+
+from __future__ import annotations
+
+BRANCHES = ("cond", "uncond")
+
+
+class SeaCachedCosmos3:
+    """Installed as a model's ``call_gen_stack``: routes the generator stack through ``session`` (a plain call
+    without one); a call carries the cond and uncond items batched, in that order."""
+
+    def __init__(self, model, session=None):
+        self.model, self.session = model, session
+
+    def __call__(self, hidden, inputs):
+        if self.session is None:
+            return self.model.run_gen_stack(hidden, inputs)
+        stack = lambda h: self.model.run_gen_stack(h, inputs)  # noqa: E731
+        return self.session.run(stack, hidden, inputs.latent, float(inputs.sigma[0]), list(BRANCHES))
