@@ -75,6 +75,7 @@ def main() -> None:
 
     import torch
 
+    torch.set_flush_denormal(True)  # random-weight trajectories can drift into slow denormal floats in one variant
     import comfyui_harness
     from comfy_runs import Tiny
     from make_tiny_checkpoint import make_tiny_checkpoint
@@ -136,7 +137,7 @@ def main() -> None:
     cfg = model.model.diffusion_model.config
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
-          f"load average {load:.2f} on {os.cpu_count()} cores")
+          f"load average {load:.2f} on {os.cpu_count()} cores, denormals flushed")
     print(f"model: preset {args.preset} (hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers), "
           f"latent {list(latent['samples'].shape)}, sampler uni_pc_bh2, CFG 6 (cond+uncond batched), "
           f"{args.steps} steps, SeaCache defaults (threshold 0.25, order 1, max consecutive 2)")
