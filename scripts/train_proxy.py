@@ -362,7 +362,7 @@ def main() -> None:
         "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
         "command": f"python scripts/train_proxy.py --steps {args.steps} --stop-after {steps} --batch {args.batch} "
                    f"--lr {args.lr} --seed {args.seed} --threads {args.threads}",
-        "validity": report, "data_like": is_data_like(report), "valid": is_valid(report),
+        "cfg": CFG, "validity": report, "data_like": is_data_like(report), "valid": is_valid(report),
     }
     save_proxy(model, args.out, card)
     print("valid" if card["valid"] else "NOT valid", f"({steps} steps) -> {args.out}")

@@ -27,7 +27,7 @@ def test_proxy_loads_as_the_packs_cosmos3(model):
     card_path = os.path.join(proxy.PROXY_DIR, proxy.CARD_NAME)
     with open(card_path) as f:
         card = __import__("json").load(f)
-    assert card["data_like"] and card["cfg"] == proxy.CFG and card["seed"] == 0 and card["command"].startswith("python scripts/train_proxy.py")
+    assert card["valid"] and card["data_like"] and card["cfg"] == proxy.CFG and card["seed"] == 0 and card["command"].startswith("python scripts/train_proxy.py")
     size = os.path.getsize(os.path.join(proxy.PROXY_DIR, proxy.WEIGHTS_NAME))
     assert size < 4 * 2**20  # small enough to commit
 
@@ -42,14 +42,14 @@ def test_dataset_is_deterministic_and_prompt_dependent():
     assert (probe(proxy.probe_features(held_x)).argmax(1) == held_y).float().mean() > 0.9  # content is learnable
 
 
-def test_samples_are_data_like_and_follow_the_prompt_above_chance(model):
-    """The committed proxy passes the data-like bar; it follows the prompt above chance (measured 6 of 16 here) but not yet
-    the full 75 % probe bar (``card["valid"]`` is False; see docs/readme-quality.md)."""
+def test_samples_pass_the_validity_bar(model):
+    """The committed proxy makes data-like videos of the prompted class: nearest-neighbour distance at most half-way
+    to noise and a probe trained on real videos recognising the prompted class in at least 75 % of samples."""
     report = proxy.validity(model, labels=list(range(16)))
     assert report["samples"] == 16
     assert report["noise_nn_ratio"] > 1.5 and report["probe_real_accuracy"] > 0.9  # the metrics see the content
     assert proxy.is_data_like(report), report
-    assert report["probe_accuracy"] >= 3 * report["chance"], report
+    assert proxy.is_valid(report), report
 
 
 def test_boundary_changes_where_the_seam_ends_not_the_velocity(model):
