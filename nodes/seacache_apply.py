@@ -14,12 +14,15 @@ from .seams.sampling import flow_view
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 
 
-def apply_seacache(model, settings: SeaCacheSettings):
+def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     """A clone of ``model`` with SeaCache installed at the deepest seam the model allows (replacing an earlier
-    application); ``model`` is untouched. Bad models fail here, before sampling."""
+    application); ``model`` is untouched. Bad models fail here, before sampling. ``auto_order`` takes the seam's
+    residual order instead of the one in ``settings``."""
     patched = model.clone()
     remove_seacache(patched)
     seam = select_seam(patched)
+    if auto_order:
+        settings.config.order = seam.auto_order
     flow_view(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
     settings.seam = seam.name
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_KEY] = settings
@@ -45,7 +48,7 @@ class SeaCacheApply(io.ComfyNode):
             inputs=[
                 io.Model.Input("model", tooltip="A diffusion MODEL: Cosmos3 (this pack or ComfyUI-Cosmos3), Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image or any other flow/eps/v model. The Stats node names where the residual was taken."),
                 io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this; higher = faster, 0 = never reuse (exact). Default 0.25 for video and image models alike: the published Cosmos3 recipe (35 steps); the distance is measured on the latent in the flow convention for every model, so the scale carries over. For few-step or distilled schedules lower it (each step then changes the latent more)."),
-                io.Combo.Input("residual_order", options=["0", "1", "2"], default="1", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear, 2 = quadratic."),
+                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear (vLLM-Omni's), 2 = quadratic (one more stored residual). auto = 2 for Cosmos3 (half the error of 1 on the pack's trained proxy at the same speed), 1 for other models (not measured)."),
                 io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row (0 = never reuse, -1 = no cap)."),
                 io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed."),
                 io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed."),
@@ -63,7 +66,7 @@ class SeaCacheApply(io.ComfyNode):
         validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
-            order=int(residual_order),
+            order=1 if residual_order == "auto" else int(residual_order),
             max_consecutive=max_consecutive,
             warmup_steps=warmup_steps,
             end_steps=end_steps,
@@ -72,4 +75,4 @@ class SeaCacheApply(io.ComfyNode):
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))
-        return io.NodeOutput(apply_seacache(model, settings))
+        return io.NodeOutput(apply_seacache(model, settings, auto_order=residual_order == "auto"))

@@ -88,6 +88,13 @@ def test_input_model_is_unchanged(comfy, tiny_core):
     assert torch.equal(sample(comfy, model, spec, steps=STEPS), plain)
 
 
+def test_auto_residual_order_stays_one_where_unmeasured(comfy, tiny_core):
+    """auto keeps vLLM-Omni's linear extrapolation on core models: order 2 was measured on Cosmos3 only."""
+    _, _, model, _ = tiny_core
+    patched = seacache(comfy, model, residual_order="auto")
+    assert patched.model_options["transformer_options"]["seacache"].config.order == 1
+
+
 def _passthrough_block(args, extra):
     return extra["original_block"](args)
 

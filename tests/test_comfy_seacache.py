@@ -208,3 +208,11 @@ def test_progress_messages_reach_the_frontend(tiny):
     progress = [data for event, data, _ in server.messages if event == "seacache.progress"]
     assert len(progress) == STEPS
     assert progress[-1] == {"node": "42", "reused": last_report(patched)["reused"], "calls": STEPS, "step": STEPS - 1, "steps": STEPS}
+
+
+def test_auto_residual_order_is_two_on_cosmos3(tiny):
+    """auto picks the order measured best on the Cosmos3 architecture (README, Quality); explicit orders stay."""
+    order = lambda m: m.model_options["transformer_options"]["seacache"].config.order  # noqa: E731
+    auto = tiny.seacache(residual_order="auto")
+    assert order(auto) == 2 and order(tiny.seacache(residual_order="1")) == 1
+    assert torch.equal(tiny.sample(auto, steps=STEPS), tiny.sample(tiny.seacache(residual_order="2"), steps=STEPS))

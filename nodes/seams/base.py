@@ -18,11 +18,14 @@ WRAPPER_KEY = "seacache"
 
 @dataclass(frozen=True)
 class Seam:
-    """Where SeaCache takes the residual of a model: ``name`` (shown by the Stats node) and ``install``, which
-    registers the seam's wrappers or patches on the patched clone."""
+    """Where SeaCache takes the residual of a model: ``name`` (shown by the Stats node), ``install``, which
+    registers the seam's wrappers or patches on the patched clone, and ``auto_order``, the residual order
+    SeaCache Apply's "auto" picks: 2 where it was measured better (the Cosmos3 architecture, README Quality),
+    vLLM-Omni's 1 elsewhere."""
 
     name: str
     install: Callable[[object], None]
+    auto_order: int = 1
 
 
 class ApplyModelGate:

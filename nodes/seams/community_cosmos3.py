@@ -80,7 +80,7 @@ def plan(model) -> Seam | None:
         patched.add_object_patch(LAYERS, GatedLayerStack(list(diffusion_model.layers)))
         install_apply_gate(patched, NAME, _bind)
 
-    return Seam(NAME, install)
+    return Seam(NAME, install, auto_order=2)
 
 
 def remove(patched) -> None:

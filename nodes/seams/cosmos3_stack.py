@@ -30,5 +30,5 @@ def _install(patched) -> None:
 def plan(model) -> Seam | None:
     """The generator-stack seam for a MODEL from this pack's Cosmos3 Loader, None for any other model."""
     if isinstance(getattr(model, "model", None), Cosmos3):
-        return Seam(NAME, _install)
+        return Seam(NAME, _install, auto_order=2)
     return None
