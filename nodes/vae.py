@@ -362,12 +362,13 @@ def build_comfy_vae(sd: Mapping[str, Any], device=None, dtype=None):
 
     from comfy.ldm.wan.vae2_2 import WanVAE
 
+    from .cosmos3_loading import is_dynamic
+
     model = WanVAE(**dims).eval().to(vae.vae_dtype)
     old = vae.patcher
     vae.first_stage_model = model
     vae.patcher = type(old)(model, load_device=old.load_device, offload_device=old.offload_device)
-    dynamic = bool(getattr(vae.patcher, "is_dynamic", lambda: False)())
-    model.load_state_dict({k: v.to(vae.vae_dtype) for k, v in sd.items()}, strict=True, assign=dynamic)
+    model.load_state_dict({k: v.to(vae.vae_dtype) for k, v in sd.items()}, strict=True, assign=is_dynamic(vae.patcher))
     _check_vae_object(vae, model)
     return vae
 
