@@ -127,11 +127,11 @@ class GateProbe:
     def __post_init__(self):
         gate, decide = self.session.gate, self.session.gate.decide
 
-        def timed_decide(keys, latent, sigma, step, num_steps, reuse_allowed=True):
+        def timed_decide(*args, **kwargs):
             start = self.clock.mark()
-            decision = decide(keys, latent, sigma, step, num_steps, reuse_allowed)
-            if self.pattern is not None and step is not None:
-                impose(decision, self.pattern[step], gate)
+            decision = decide(*args, **kwargs)  # whatever the gate's signature: the probe only reads the verdict
+            if self.pattern is not None and decision.step is not None:
+                impose(decision, self.pattern[decision.step], gate)
             self.marks.append((start, self.clock.mark()))
             return decision
 
