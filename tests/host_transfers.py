@@ -6,7 +6,8 @@ for the device queue and copies to the host. On the CPU nothing tells a host ten
 :class:`HostReads` (a ``TorchFunctionMode``) tracks them: tensors made before it starts (inputs, weights) and tensors
 made on an explicit ``device`` are device tensors; the results of ``.cpu()`` / ``.to("cpu")`` and of factories
 without a ``device`` are host tensors, and so is every result computed from host tensors only. A read of a device
-tensor is recorded with the pack's source line that made it. ``.to(x.device)`` moves are never reads (on a GPU
+tensor is recorded with the pack's source line that made it. A host copy is always a new tensor (cloned when
+torch returns the source itself, as ``.cpu()`` of a CPU tensor does). ``.to(x.device)`` moves are never reads (on a GPU
 they go host to device or stay put); the pack writes host copies as ``.cpu()`` / ``.to("cpu")``.
 """
 
@@ -59,6 +60,8 @@ class HostReads(TorchFunctionMode):
         if on_device and (name in READS or to_host):
             self.reads.append((name, self._caller()))
         out = func(*args, **kwargs)
+        if to_host and out is args[0]:
+            out = out.clone()  # on a GPU the host copy is a new tensor; here too, so the source stays a device one
         explicit_device = "device" in kwargs and kwargs["device"] is not None and not _is_cpu(kwargs["device"])
         moved = name == "to" and not to_host and any(isinstance(a, (torch.device, torch.Tensor)) for a in args[1:])
         host_result = to_host or (not explicit_device and not moved and not on_device and (tensors or name not in READS))
