@@ -123,6 +123,7 @@ def test_history_predict_never_returns_a_stored_tensor():
     assert torch.equal(history.records[0][1], torch.ones(3))
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
     history = ResidualHistory(1, storage="cpu")
@@ -144,6 +145,7 @@ def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
     assert torch.equal(predicted, expected.predict(5, torch.device("cuda"), torch.bfloat16))
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_history_cpu_offload_from_cuda():
     history = ResidualHistory(1, storage="cpu")
