@@ -80,7 +80,7 @@ if ((SMOKE)); then
     stage "CUDA tests (pytest -m cuda)" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
     stage "GPU benchmark (bench_gpu.py --smoke)" 120 "$PY" benchmarks/bench_gpu.py --smoke
 else
-    stage "CUDA tests (pytest -m cuda)" 150 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
+    stage "CUDA tests (pytest -m cuda)" 180 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
     # The benchmark skips (and lists) runs its warm-up estimates past its own budget; keep 30 s for the rest.
     reserve=$([[ -n "${COMFYUI_PATH:-}" ]] && echo 90 || echo 30)
     bench_budget=$(($(left) - reserve))
