@@ -1,6 +1,7 @@
 """Cost of one Cosmos3 call with and without the text K/V cache, and host memory of a sharded load.
 
-Run as `python benchmarks/bench_cosmos3.py` (no ComfyUI needed). Prints numbers; asserts nothing about time.
+Run as `python benchmarks/bench_cosmos3.py` (no ComfyUI needed; ``--smoke``: the ``tiny`` preset, a small latent and
+one repeat, seconds on the CPU). Prints numbers; asserts nothing about time.
 
 (a) One full model call of the ``medium`` preset on the CPU: batch 2 (cond + uncond with prompts of 180 and
     60 tokens), latent [2, 48, 9, 16, 16] (256x256, 33 frames), fp32 and bf16 compute. "cache on" passes a
@@ -53,11 +54,12 @@ from cosmos3 import (  # noqa: E402
 LATENT_SHAPE = (2, 48, 9, 16, 16)  # 256x256, 33 frames after the 4x temporal / 16x spatial VAE
 PROMPT_LENGTHS = (180, 60)  # cond, uncond (padded with -1 to the longest)
 REPEATS = 3
+SMOKE = dict(preset="tiny", latent_shape=(2, 48, 2, 4, 4), repeats=1)
 MB = 1024**2
 
 
 # ---------------------------------------------------------------------------------------------- (a) call cost
-def _interleaved_medians(fns: dict, repeats: int = REPEATS) -> dict:
+def _interleaved_medians(fns: dict, repeats: int) -> dict:
     """Median ms of each function; one warm-up call each, then the functions take turns so that load from
     other processes on a shared CPU affects all of them alike."""
     for fn in fns.values():
@@ -71,30 +73,30 @@ def _interleaved_medians(fns: dict, repeats: int = REPEATS) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _inputs(config: Cosmos3Config, dtype: torch.dtype):
+def _inputs(config: Cosmos3Config, dtype: torch.dtype, latent_shape):
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(LATENT_SHAPE, generator=gen).to(dtype)
+    x = torch.randn(latent_shape, generator=gen).to(dtype)
     longest = max(PROMPT_LENGTHS)
     token_ids = torch.full((len(PROMPT_LENGTHS), longest), -1, dtype=torch.long)
     for row, n in enumerate(PROMPT_LENGTHS):
         token_ids[row, :n] = torch.randint(0, config.vocab_size, (n,), generator=gen)
-    sigma = torch.full((LATENT_SHAPE[0],), 0.6)
+    sigma = torch.full((latent_shape[0],), 0.6)
     return x, sigma, token_ids
 
 
 @torch.inference_mode()
-def call_cost(config: Cosmos3Config, dtype: torch.dtype) -> tuple[float, float, float]:
+def call_cost(config: Cosmos3Config, dtype: torch.dtype, latent_shape, repeats: int) -> tuple[float, float, float]:
     """Median ms of one call with a warm text K/V cache, without one, and of the text pathway alone."""
     torch.manual_seed(0)
     model = Cosmos3Transformer(config, dtype=dtype).eval()
-    x, sigma, token_ids = _inputs(config, dtype)
+    x, sigma, token_ids = _inputs(config, dtype, latent_shape)
     cache = TextKVCache()
     ms = _interleaved_medians({
         "on": lambda: model(x, sigma, token_ids, fps=16, transformer_options={TEXT_KV_CACHE_KEY: cache}),
         "off": lambda: model(x, sigma, token_ids, fps=16, transformer_options={}),
         "text": lambda: model.compute_text_kv(token_ids, dtype),
-    })
-    assert cache.misses == 1 and cache.hits == REPEATS, (cache.misses, cache.hits)  # the cache really was warm
+    }, repeats)
+    assert cache.misses == 1 and cache.hits == repeats, (cache.misses, cache.hits)  # the cache really was warm
     on_ms, off_ms, text_ms = ms["on"], ms["off"], ms["text"]
     return on_ms, off_ms, text_ms
 
@@ -225,29 +227,29 @@ def load_in_subprocess(mode: str, checkpoint: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- main
-def main() -> None:
+def main(preset: str = "medium", latent_shape=LATENT_SHAPE, repeats: int = REPEATS) -> None:
     from make_tiny_checkpoint import PRESETS, make_tiny_checkpoint
 
-    config = Cosmos3Config(**PRESETS["medium"].sizes)
-    b, c, t, h, w = LATENT_SHAPE
+    config = Cosmos3Config(**PRESETS[preset].sizes)
+    b, c, t, h, w = latent_shape
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     print(
-        f"(a) one call, medium preset ({config.num_hidden_layers} layers, hidden {config.hidden_size}), CPU, "
-        f"latent {list(LATENT_SHAPE)} = {config.token_count(t, h, w)} gen tokens/item, "
-        f"prompts {'+'.join(map(str, PROMPT_LENGTHS))} tokens; median of {REPEATS}"
+        f"(a) one call, {preset} preset ({config.num_hidden_layers} layers, hidden {config.hidden_size}), CPU, "
+        f"latent {list(latent_shape)} = {config.token_count(t, h, w)} gen tokens/item, "
+        f"prompts {'+'.join(map(str, PROMPT_LENGTHS))} tokens; median of {repeats}"
     )
     for dtype in (torch.float32, torch.bfloat16):
-        on_ms, off_ms, text_ms = call_cost(config, dtype)
+        on_ms, off_ms, text_ms = call_cost(config, dtype, latent_shape, repeats)
         print(
             f"  {str(dtype).removeprefix('torch.'):8s} text K/V cache on {on_ms:8.1f} ms   off {off_ms:8.1f} ms   "
             f"off/on {off_ms / on_ms:4.2f}x   text pathway alone {text_ms:7.1f} ms"
         )
     with tempfile.TemporaryDirectory(prefix="cosmos3_bench_") as tmp:
-        root = make_tiny_checkpoint(os.path.join(tmp, "medium"), preset="medium", seed=0)
+        root = make_tiny_checkpoint(os.path.join(tmp, preset), preset=preset, seed=0)
         files = shard_files(root)
         file_bytes = sum(os.path.getsize(f) for f in files)
         print(
-            f"(b) host memory while loading the medium checkpoint ({len(files)} shards, {file_bytes / MB:.1f} MB on "
+            f"(b) host memory while loading the {preset} checkpoint ({len(files)} shards, {file_bytes / MB:.1f} MB on "
             f"disk, bf16), fresh process each,"
             f" growth from before model construction, x = per byte of model weights"
         )
@@ -273,4 +275,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--measure-load":
         print(json.dumps(measure_load(sys.argv[2], sys.argv[3])))
     else:
-        main()
+        main(**(SMOKE if sys.argv[1:] == ["--smoke"] else {}))

@@ -1,6 +1,7 @@
 """Cost of the SeaCache gate on Cosmos3 latent shapes, and gain rebuilds over a run.
 
-Run as `python benchmarks/bench_gate.py`. Prints numbers; asserts nothing about time.
+Run as `python benchmarks/bench_gate.py` (``--smoke``: tiny latents, one repeat, seconds on the CPU). Prints
+numbers; asserts nothing about time.
 
 (a) Gate cost per step: one `SeaCacheGate.decide` on the adjacent step of a branch with history, i.e. the
     SEA filter (rfftn, gain multiply, irfftn in float32) plus the relative L1 distance and its one host sync;
@@ -10,6 +11,7 @@ Run as `python benchmarks/bench_gate.py`. Prints numbers; asserts nothing about 
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -25,6 +27,7 @@ SHAPES = {
     "1280x720x189f [1,48,48,45,80]": ((1, 48, 48, 45, 80), 3),
     "832x480x93f   [1,48,24,30,52]": ((1, 48, 24, 30, 52), 5),
 }
+SMOKE_SHAPES = {"tiny [1,48,5,6,8]": ((1, 48, 5, 6, 8), 1)}
 STEPS = 35
 
 
@@ -84,19 +87,23 @@ def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheGate]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny latents and one repeat (seconds on the CPU)")
+    smoke = parser.parse_args().smoke
+    shapes = SMOKE_SHAPES if smoke else SHAPES
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     print("(a) gate cost per step: decide() = SEA filter + rel_l1 (gain cached); gain build once per step")
     for device in devices:
-        for name, (shape, repeats) in SHAPES.items():
-            repeats = repeats if device.type == "cpu" else 20
+        for name, (shape, repeats) in shapes.items():
+            repeats = repeats if device.type == "cpu" or smoke else 20
             for dtype in (torch.float32, torch.bfloat16):
                 decide_ms, gain_ms = gate_cost(shape, dtype, device, repeats)
                 print(
                     f"  {device.type:4s} {name} {str(dtype).removeprefix('torch.'):8s} "
                     f"decide {decide_ms:8.2f} ms   gain build {gain_ms:6.2f} ms   (median of {repeats})"
                 )
-    shape = (1, 48, 24, 30, 52)
+    shape = next(iter(shapes.values()))[0] if smoke else (1, 48, 24, 30, 52)
     print(f"(b) gain builds over a {STEPS}-step run, cond + uncond, latent {list(shape)}, CPU")
     builds, gate = gain_builds(shape, batched=True)
     print(f"  one batched call per step (batch 2): {builds} builds")

@@ -127,11 +127,11 @@ class GateProbe:
     def __post_init__(self):
         gate, decide = self.session.gate, self.session.gate.decide
 
-        def timed_decide(keys, latent, sigma, step, num_steps, reuse_allowed=True):
+        def timed_decide(*args, **kwargs):
             start = self.clock.mark()
-            decision = decide(keys, latent, sigma, step, num_steps, reuse_allowed)
-            if self.pattern is not None and step is not None:
-                impose(decision, self.pattern[step], gate)
+            decision = decide(*args, **kwargs)  # whatever the gate's signature: the probe only reads the verdict
+            if self.pattern is not None and decision.step is not None:
+                impose(decision, self.pattern[decision.step], gate)
             self.marks.append((start, self.clock.mark()))
             return decision
 
@@ -319,6 +319,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="real weights (Cosmos3 folder or merged .safetensors); adds PSNR/SSIM")
     parser.add_argument("--prompt-tokens", type=int, nargs=2, default=[256, 512], help="cond/uncond prompt lengths (random weights)")
     parser.add_argument("--budget-s", type=float, default=420.0, help="skip runs that would end later than this")
+    parser.add_argument("--residual-device", default="compute", choices=["compute", "cpu"],
+                        help="where SeaCache keeps its residual history (cpu: pinned host buffers, async copies)")
     parser.add_argument("--smoke", action="store_true", help="tiny model on the CPU, few steps (no GPU needed)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -348,10 +350,11 @@ def main() -> None:
           f"{config.intermediate_size}, vocab {config.vocab_size}; "
           f"{'checkpoint ' + args.checkpoint if args.checkpoint else 'random weights'}")
     print(f"sampler: flow Euler over reference_sigmas(shift {args.shift:g}), CFG {CFG_SCALE:g} (cond+uncond batched), "
-          f"SeaCache defaults (threshold 0.25, order 1, max consecutive 2)"
+          f"SeaCache defaults (threshold 0.25, order 1, max consecutive 2, residual history on {args.residual_device})"
           + (f"; replaying {pattern}" if pattern else ""))
 
-    rows, quality, skipped = [], [], []
+    rows, quality, skipped, warnings = [], [], [], []
+    print_header()
     for label in dtypes:
         dtype = DTYPES[label]
         if device.type == "cuda":
@@ -375,14 +378,15 @@ def main() -> None:
                 continue
             text_kv = text_kv_measured(model, tokens)
             plain = sample(model, tokens, noise, sigmas, torch.bfloat16, clock)
-            cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, SeaCacheSession(SeaCacheConfig()), pattern)
+            session = SeaCacheSession(SeaCacheConfig(residual_device=args.residual_device))
+            cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, session, pattern)
             rows.append((f"{w}x{h}x{f}", label, weights, text_kv, plain, cached,
                          activation_bytes(config, 2 * config.token_count(*grid))))
+            warnings += print_rows(rows[-1], device)  # now: a run stopped by its time limit keeps what it measured
             if args.checkpoint:
                 quality.append((f"{w}x{h}x{f}", label, psnr(cached.latent, plain.latent), ssim(cached.latent, plain.latent)))
         del model
         gc.collect()
-    warnings = print_table(rows, device)
     for size, label, p, s in quality:
         print(f"quality {size} {label}: SeaCache vs uncached final latent PSNR {p:.2f} dB, SSIM {s:.4f} (latent space)")
     for size, label, *_rest, cached, _est in rows:
@@ -401,32 +405,36 @@ def text_kv_measured(model, tokens) -> int:
     return sum(nbytes(pair) for pair in kv.layers)
 
 
-def print_table(rows, device) -> list[str]:
-    """Print the results table (memory in GiB, measured on a GPU; '-' on the CPU, where the estimate stays);
-    return WARNING lines for SeaCache runs measured faster than their ideal."""
-    warnings = []
-    gpu = device.type == "cuda"
+def print_header() -> None:
+    """The results table's header (memory in GiB, measured on a GPU; '-' on the CPU, where the estimate stays)."""
     print("| size | weights | run | steps (full/reused) | computed step ms | reused step ms | gate ms (% of computed) "
           "| wall s | speedup measured / ideal | peak GiB | weights GiB | activations GiB (est.) | text K/V GiB "
           "| history GiB |")
-    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |", flush=True)
+
+
+def print_rows(row, device) -> list[str]:
+    """Print the uncached and SeaCache rows of one size and weight storage; return WARNING lines for a SeaCache
+    run measured faster than its ideal."""
+    warnings = []
+    gpu = device.type == "cuda"
     fmt = lambda n: f"{n / GIB:.2f}" if gpu else "-"  # noqa: E731
-    for size, label, weights, text_kv, plain, cached, estimate in rows:
-        for run in (plain, cached):
-            computed = run.median("computed")
-            gate = statistics.median(run.gate_ms) if run.gate_ms else float("nan")
-            gate_cell = f"{gate:.2f} ({100 * gate / computed:.1f}%)" if run.gate_ms else "-"
-            reused = run.median("reused")
-            ideal = run.steps / run.full
-            speed = f"{plain.wall_s / run.wall_s:.2f}x / {ideal:.2f}x" if run is cached else "1.00x / 1.00x"
-            activations = run.peak - run.base - run.history - text_kv
-            print(f"| {size} | {label} | {run.kind} | {run.steps} ({run.full}/{run.steps - run.full}) | {computed:.1f} | "
-                  f"{'-' if math.isnan(reused) else f'{reused:.1f}'} | {gate_cell} | {run.wall_s:.2f} | {speed} | "
-                  f"{fmt(run.peak)} | {weights / GIB:.2f} | {fmt(activations)} ({estimate / GIB:.2f}) | "
-                  f"{text_kv / GIB:.3f} | {run.history / GIB:.3f} |")
-            if run is cached and plain.wall_s / run.wall_s > ideal:
-                warnings.append(f"WARNING: {size} {label}: measured {plain.wall_s / run.wall_s:.2f}x exceeds the ideal "
-                                f"{ideal:.2f}x (the two runs were not measured alike)")
+    size, label, weights, text_kv, plain, cached, estimate = row
+    for run in (plain, cached):
+        computed = run.median("computed")
+        gate = statistics.median(run.gate_ms) if run.gate_ms else float("nan")
+        gate_cell = f"{gate:.2f} ({100 * gate / computed:.1f}%)" if run.gate_ms else "-"
+        reused = run.median("reused")
+        ideal = run.steps / run.full
+        speed = f"{plain.wall_s / run.wall_s:.2f}x / {ideal:.2f}x" if run is cached else "1.00x / 1.00x"
+        activations = run.peak - run.base - run.history - text_kv
+        print(f"| {size} | {label} | {run.kind} | {run.steps} ({run.full}/{run.steps - run.full}) | {computed:.1f} | "
+              f"{'-' if math.isnan(reused) else f'{reused:.1f}'} | {gate_cell} | {run.wall_s:.2f} | {speed} | "
+              f"{fmt(run.peak)} | {weights / GIB:.2f} | {fmt(activations)} ({estimate / GIB:.2f}) | "
+              f"{text_kv / GIB:.3f} | {run.history / GIB:.3f} |", flush=True)
+        if run is cached and plain.wall_s / run.wall_s > ideal:
+            warnings.append(f"WARNING: {size} {label}: measured {plain.wall_s / run.wall_s:.2f}x exceeds the ideal "
+                            f"{ideal:.2f}x (the two runs were not measured alike)")
     return warnings
 
 

@@ -38,6 +38,31 @@ def stack_boundary(transformer_options: dict | None) -> str:
     return boundary
 
 
+@dataclass(frozen=True)
+class HostValues:
+    """A call's small per-item values on the host: each host read of a device tensor waits for the GPU's queue,
+    so :func:`read_host_values` reads them in one transfer and every later use (rotary positions, the text K/V
+    cache key, a step cache's sigma) takes them from here."""
+
+    sigma: tuple[float, ...]  # [B] noise levels
+    token_ids: tuple[int, ...]  # [B * L] prompt tokens, row-major, -1 after each prompt
+    batch: int
+
+    @property
+    def lengths(self) -> list[int]:
+        """Each prompt's token count (ids >= 0)."""
+        width = len(self.token_ids) // self.batch
+        return [sum(t >= 0 for t in self.token_ids[i * width : (i + 1) * width]) for i in range(self.batch)]
+
+
+def read_host_values(sigma: torch.Tensor, token_ids: torch.Tensor) -> HostValues:
+    """``sigma [B]`` and ``token_ids [B, L]`` read to the host in one transfer (packed as float64, which holds
+    every token id and float32 sigma exactly)."""
+    packed = torch.cat((sigma.double(), token_ids.flatten().double())).tolist()
+    b = sigma.shape[0]
+    return HostValues(tuple(packed[:b]), tuple(int(t) for t in packed[b:]), b)
+
+
 @dataclass
 class GenStackInputs:
     """Everything the generator stack and a step cache need for one call, besides the hidden states."""
@@ -51,6 +76,7 @@ class GenStackInputs:
     frame_is_clean: torch.Tensor  # [B, T] bool: conditioned frames (no time embedding, zero velocity)
     transformer_options: dict = field(default_factory=dict)
     boundary: str = "before_norm"  # where the stack seam ends (see STACK_BOUNDARY_KEY)
+    host: HostValues | None = None  # sigma and token ids on the host (read once per call)
 
 
 class TimestepEmbedder(nn.Module):
@@ -131,14 +157,14 @@ class Cosmos3Transformer(nn.Module):
         temb = self.time_embedder((sigma * 1000.0) * cfg.timestep_scale).to(hidden.dtype)
         noisy = (~clean).repeat_interleave(grid[1] * grid[2], dim=1)
         hidden = hidden + torch.where(noisy[..., None], temb[:, None, :], torch.zeros_like(temb[:, None, :]))
-        lengths = (token_ids >= 0).sum(dim=1)
+        host = read_host_values(sigma, token_ids)
         fps_rows = _fps_rows(fps, b)
         positions = torch.stack(
-            [vision_positions(cfg, int(n), grid, f, x.device) for n, f in zip(lengths.tolist(), fps_rows)]
+            [vision_positions(cfg, n, grid, f, x.device) for n, f in zip(host.lengths, fps_rows)]
         )
         cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
         options = transformer_options or {}
-        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options))
+        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options), host)
         return inputs, hidden
 
     # ---------------------------------------------------------------- step 2
@@ -149,7 +175,8 @@ class Cosmos3Transformer(nn.Module):
     def run_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
         """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``, or after
         it when ``inputs.boundary`` is ``"after_norm"``."""
-        text = self.text_kv(inputs.token_ids, hidden.dtype, inputs.transformer_options)
+        host_ids = inputs.host.token_ids if inputs.host is not None else None
+        text = self.text_kv(inputs.token_ids, hidden.dtype, inputs.transformer_options, host_ids)
         attention = self.bind_attention(inputs.transformer_options)
         for layer, (k, v) in zip(self.layers, text.layers):
             hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, text.lengths, attention)
@@ -160,10 +187,12 @@ class Cosmos3Transformer(nn.Module):
         (ComfyUI's attention-override nodes) override this to pass them along."""
         return self.attention
 
-    def text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype, transformer_options: dict | None = None) -> TextKV:
-        """Per-layer text keys/values for a padded prompt batch, from the run's cache when one is provided."""
+    def text_kv(self, token_ids: torch.Tensor, dtype: torch.dtype, transformer_options: dict | None = None,
+                host_ids: tuple[int, ...] | None = None) -> TextKV:
+        """Per-layer text keys/values for a padded prompt batch, from the run's cache when one is provided
+        (``host_ids``: the token ids already on the host, so the look-up reads nothing from the device)."""
         cache: TextKVCache | None = (transformer_options or {}).get(TEXT_KV_CACHE_KEY)
-        key = TextKVCache.key(token_ids, dtype) if cache is not None else None
+        key = TextKVCache.key(token_ids, dtype, host_ids) if cache is not None else None
         entry = cache.get(key) if cache is not None else None
         if entry is None:
             entry = self.compute_text_kv(token_ids, dtype)

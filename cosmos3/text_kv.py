@@ -32,10 +32,12 @@ class TextKVCache:
         self.misses = 0
 
     @staticmethod
-    def key(token_ids: torch.Tensor, dtype: torch.dtype) -> tuple:
-        """Cache key of a padded token batch for a compute dtype on its device."""
-        ids = token_ids.detach().to("cpu", torch.int64)
-        return tuple(ids.shape), tuple(ids.flatten().tolist()), dtype, str(token_ids.device)
+    def key(token_ids: torch.Tensor, dtype: torch.dtype, host_ids: tuple[int, ...] | None = None) -> tuple:
+        """Cache key of a padded token batch for a compute dtype on its device; ``host_ids`` are the ids already
+        read to the host (row-major), else they are read here."""
+        if host_ids is None:
+            host_ids = tuple(token_ids.detach().to("cpu", torch.int64).flatten().tolist())
+        return tuple(token_ids.shape), tuple(host_ids), dtype, str(token_ids.device)
 
     def get(self, key: tuple) -> TextKV | None:
         """The cached entry or None, counting the look-up."""

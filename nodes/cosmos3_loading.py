@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 TEXT_KV_WRAPPER_KEY = "cosmos3_text_kv"
 KEEP_WRAPPER_KEY = "cosmos3_keep_conditioned"
 ESTIMATE_WRAPPER_KEY = "cosmos3_memory_estimate"
-WEIGHT_DTYPES = {"default": None, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+WEIGHT_DTYPES = {"default": None, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e4m3fn_fast": torch.float8_e4m3fn,
+                 "fp8_e5m2": torch.float8_e5m2}
+FP8_MATMUL = ("fp8_e4m3fn_fast",)
+"""Weight dtypes that ask ComfyUI for its fp8 matrix multiplication (``model_config.optimizations["fp8"]``, what
+ComfyUI's own diffusion-model loader does for the same name); ComfyUI's ``--fast`` asks for it for every fp8 model.
+ComfyUI's operation picker grants it only on a device that computes in fp8 (NVIDIA sm_89 and newer)."""
 
 
 def patcher_class(disable_dynamic: bool = False):
@@ -83,7 +88,9 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
 
     Checks the checkpoint against its config from the safetensors headers before reading any weight (errors name
     the path and the keys), builds the model without initialising weights, and loads it shard by shard through
-    ComfyUI's loading path. fp8 weight dtypes store fp8 and compute in bf16/fp32. The per-run text K/V cache and
+    ComfyUI's loading path. fp8 weight dtypes store fp8 and compute in bf16/fp32; the layers are ComfyUI's
+    operations picked by ComfyUI for the model's dtypes, so ``fp8_e4m3fn_fast`` (or ComfyUI's ``--fast``) gets
+    ComfyUI's fp8 matrix multiplication where the device supports it. The per-run text K/V cache and
     the exact return of conditioned (I2V) frames are installed as outer-sample wrappers, and the memory estimate
     sees the sampling patcher's options through a prepare-sampling wrapper. Registered as the patcher's
     ``cached_patcher_init`` so ComfyUI can rebuild it (``disable_dynamic`` is what it passes for that).
@@ -101,6 +108,8 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     check_checkpoint(shapes, expected, repr(path))
     manual_cast = comfy.model_management.unet_manual_cast(dtype, load_device, model_config.supported_inference_dtypes)
     model_config.set_inference_dtype(dtype, manual_cast)
+    if weight_dtype in FP8_MATMUL:
+        model_config.optimizations["fp8"] = True  # read by comfy.ops.pick_operations when the model is built
     model = model_config.get_model({}, device=offload_device)
     patcher = patcher_class(disable_dynamic)(model, load_device=load_device, offload_device=offload_device)
     count = load_shards(model.diffusion_model, files, expected, assign=is_dynamic(patcher))

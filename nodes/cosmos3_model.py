@@ -57,6 +57,9 @@ class ComfyCosmos3(Cosmos3Transformer):
             dtype=dtype,
         )
         self.dtype = dtype
+        # Inference only. Newer ComfyUI puts diffusion models in eval mode itself; older versions leave them in
+        # training mode, where ComfyUI's fp8 operations skip their fp8 matrix multiplication.
+        self.eval()
 
     def forward(self, x, timestep, token_ids=None, fps=None, cond_latent=None, cond_mask=None, transformer_options={}, **kwargs):
         """Velocity for ComfyUI's ``BaseModel``; honours ``DIFFUSION_MODEL`` wrappers like ComfyUI's own models."""

@@ -127,7 +127,7 @@ class Cosmos3Loader(io.ComfyNode):
             "models/diffusion_models or models/cosmos3.",
             inputs=[
                 io.Combo.Input("checkpoint", options=checkpoint_choices(), tooltip="Checkpoint folder under models/diffusion_models or models/cosmos3 holding transformer/ (or the model*/diffusion_pytorch_model* weights), vae/ and the tokenizer (text_tokenizer/ or at the root); or a merged .safetensors with vae/ and text_tokenizer/ beside it."),
-                io.Combo.Input("weight_dtype", options=list(WEIGHT_DTYPES), default="default", tooltip="Weight storage: default (bf16/fp32 by device), or fp8 to halve memory (computes in bf16)."),
+                io.Combo.Input("weight_dtype", options=list(WEIGHT_DTYPES), default="default", tooltip="Weight storage: default (bf16/fp32 by device), or fp8 to halve memory (computes in bf16). fp8_e4m3fn_fast also multiplies in fp8 on GPUs that support it (RTX 40xx/50xx, H100/H200; like ComfyUI's own loader and --fast): faster, slightly less precise."),
             ],
             outputs=[
                 io.Model.Output(display_name="MODEL"),

@@ -16,4 +16,4 @@ class SeaCachedCosmos3:
         if self.session is None:
             return self.model.run_gen_stack(hidden, inputs)
         stack = lambda h: self.model.run_gen_stack(h, inputs)  # noqa: E731
-        return self.session.run(stack, hidden, inputs.latent, float(inputs.sigma[0]), list(BRANCHES))
+        return self.session.run(stack, hidden, inputs.latent, inputs.host.sigma[0], list(BRANCHES))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -37,12 +38,26 @@ def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int,
     return value.to(last.dtype)
 
 
+@dataclass
+class _Record:
+    step: int
+    residual: torch.Tensor
+    ready: torch.cuda.Event | None = None  # storage "cpu" on CUDA: recorded when the copy to the host finished
+
+
 class ResidualHistory:
     """The last `order + 1` stack residuals of one branch with their step indices.
 
     `storage` is "compute" (kept where the residual was produced) or "cpu" (offloaded, moved back when
     predicting). Residuals keep their dtype. A residual of another shape than the stored ones drops them,
     since a polynomial through mismatched tensors means nothing.
+
+    CPU storage is built for a GPU: host buffers (pinned when the residual is on CUDA) are allocated on first
+    use and reused for the rest of the run (`order + 1` per branch; `buffers_allocated` counts them); a computed
+    step's residual is copied into one with `non_blocking` on a side stream that first waits for the compute
+    stream, so sampling goes on while it moves; a reused step's compute stream waits for those copies on the
+    device (never the host) and moves the records back with `non_blocking`. On the CPU the copies are plain
+    and exact.
     """
 
     def __init__(self, order: int, storage: str = "compute") -> None:
@@ -50,7 +65,10 @@ class ResidualHistory:
             raise ValueError(f"storage must be one of {RESIDUAL_DEVICES}, got {storage!r}")
         self.order = order
         self.storage = storage
-        self._records: deque[tuple[int, torch.Tensor]] = deque(maxlen=order + 1)
+        self.buffers_allocated = 0
+        self._records: deque[_Record] = deque()
+        self._spare: list[torch.Tensor] = []  # host buffers of dropped records, reused by the next offload
+        self._stream = None  # the side stream of CUDA offloads, created on first use
 
     def __len__(self) -> int:
         return len(self._records)
@@ -58,28 +76,69 @@ class ResidualHistory:
     @property
     def records(self) -> list[tuple[int, torch.Tensor]]:
         """The stored (step_index, residual) pairs, oldest first."""
-        return list(self._records)
+        return [(r.step, r.residual) for r in self._records]
 
     def append(self, step: int, residual: torch.Tensor) -> None:
         """Record the residual of a computed step; the oldest record falls out beyond `order + 1`. A second
         residual for the newest step (a repeated evaluation at one sigma) replaces that step's record."""
         residual = residual.detach()
+        if self._records and self._records[-1].residual.shape != residual.shape:
+            self.clear()
+        if self._records and self._records[-1].step == int(step):
+            self._drop(self._records.pop())
+        if len(self._records) == self.order + 1:
+            self._drop(self._records.popleft())
+        record = _Record(int(step), residual)
         if self.storage == "cpu":
-            residual = residual.to("cpu")
-        if self._records and self._records[-1][1].shape != residual.shape:
-            self._records.clear()
-        if self._records and self._records[-1][0] == int(step):
-            self._records.pop()
-        self._records.append((int(step), residual))
+            record.residual, record.ready = self._offload(residual)
+        self._records.append(record)
+
+    def _drop(self, record: _Record) -> None:
+        if self.storage == "cpu":
+            self._spare.append(record.residual)
+
+    def _host_buffer(self, like: torch.Tensor) -> torch.Tensor:
+        """A spare host buffer shaped like `like`, or a new one (pinned for CUDA residuals)."""
+        for i, buffer in enumerate(self._spare):
+            if buffer.shape == like.shape and buffer.dtype == like.dtype:
+                return self._spare.pop(i)
+        self.buffers_allocated += 1
+        return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=like.is_cuda)
+
+    def _offload(self, residual: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+        """A host copy of `residual`, and on CUDA the event marking when the copy has landed."""
+        buffer = self._host_buffer(residual)
+        if not residual.is_cuda:
+            return buffer.copy_(residual), None
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(residual.device)
+        self._stream.wait_stream(torch.cuda.current_stream(residual.device))  # residual computed, buffer free
+        with torch.cuda.stream(self._stream):
+            buffer.copy_(residual, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record(self._stream)
+        residual.record_stream(self._stream)  # its memory is not reused before the copy has read it
+        return buffer, ready
+
+    def _on(self, record: _Record, device) -> torch.Tensor:
+        """The record on `device`; from CUDA offload buffers without a host wait."""
+        device = torch.device(device)
+        if record.ready is not None and device.type == "cuda":
+            torch.cuda.current_stream(device).wait_event(record.ready)
+            return record.residual.to(device, non_blocking=True)
+        if record.ready is not None:
+            record.ready.synchronize()  # read on the host: the copy must have landed
+        return record.residual.to(device)
 
     def predict(self, step: int, device, dtype: torch.dtype) -> torch.Tensor:
         """Extrapolated residual at `step`, on `device` in `dtype` (CPU records move there before the arithmetic)."""
-        history = [(s, r.to(device)) for s, r in self._records]
+        history = [(r.step, self._on(r, device)) for r in self._records]
         predicted = extrapolate_residual(history, step, self.order).to(dtype)
-        if any(predicted is r for _, r in self._records):
+        if any(predicted is r.residual for r in self._records):
             predicted = predicted.clone()  # never hand out a stored record the caller could modify in place
         return predicted
 
     def clear(self) -> None:
-        """Forget every record (new run, reset, or end of run)."""
+        """Forget every record and host buffer (new run, reset, or end of run)."""
         self._records.clear()
+        self._spare.clear()

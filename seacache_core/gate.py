@@ -48,11 +48,19 @@ def _group(keys: Sequence[Hashable]) -> dict[Hashable, tuple[int, ...]]:
     return {key: tuple(items) for key, items in groups.items()}
 
 
+def _rows(items: tuple[int, ...]) -> slice | list[int]:
+    """An index for the rows `items`: a slice when they are consecutive (cond and uncond halves always are),
+    so no index tensor has to be copied to the device (a copy from pageable host memory waits for the GPU)."""
+    if items == tuple(range(items[0], items[-1] + 1)):
+        return slice(items[0], items[-1] + 1)
+    return list(items)
+
+
 def _select(tensor: torch.Tensor, items: tuple[int, ...]) -> torch.Tensor:
-    """The rows `items` of `tensor`; the tensor itself when they are all of it (no copy)."""
+    """The rows `items` of `tensor`; a view when they are consecutive, the tensor itself when they are all of it."""
     if items == tuple(range(tensor.shape[0])):
         return tensor
-    return tensor.index_select(0, torch.tensor(items, device=tensor.device))
+    return tensor[_rows(items)]
 
 
 def _max(values) -> float | None:
@@ -226,7 +234,7 @@ class SeaCacheGate:
             return parts[0][1]
         out = like.new_empty(like.shape)
         for items, predicted in parts:
-            out[torch.tensor(items, device=like.device)] = predicted
+            out[_rows(items)] = predicted
         return out
 
     @torch.compiler.disable

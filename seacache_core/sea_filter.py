@@ -36,11 +36,15 @@ def _axis_gains(shape: Sequence[int], sigma: float, power: float) -> list[torch.
 
 
 def _outer(factors: Sequence[torch.Tensor], device) -> torch.Tensor:
-    """Separable product of 1-D factors as a float32 grid on `device`."""
+    """Separable product of 1-D factors as a float32 grid on `device` (to a GPU from pinned memory without a host
+    wait: a copy from pageable memory would wait for the GPU's queue once per step)."""
     grid = factors[0]
     for factor in factors[1:]:
         grid = grid.unsqueeze(-1) * factor
-    return grid.to(device=device, dtype=torch.float32)
+    grid = grid.to(torch.float32)
+    if device is not None and torch.device(device).type == "cuda":
+        return grid.pin_memory().to(device, non_blocking=True)
+    return grid.to(device)
 
 
 def sea_gain(shape: Sequence[int], sigma: float, power: float, device=None) -> torch.Tensor:

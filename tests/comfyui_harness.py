@@ -104,7 +104,8 @@ def _purge_shadowing_modules(comfy_root: Path) -> None:
 
 def comfy_session(path: str | os.PathLike, output_root: str | os.PathLike | None = None,
                   extra_node_files=DEFAULT_EXTRA_NODE_FILES) -> SimpleNamespace:
-    """Set up ComfyUI from ``path`` for CPU use and return handles (cached per process).
+    """Set up ComfyUI from ``path`` for CPU use (its GPU when ``COMFYUI_HARNESS_DEVICE=gpu``, for
+    ``scripts/gpu_check.sh``) and return handles (cached per process).
 
     ``output_root``: where ComfyUI's output/temp/input/user folders are
     redirected (a fresh temp dir when None) so tests never write into the
@@ -132,11 +133,11 @@ def comfy_session(path: str | os.PathLike, output_root: str | os.PathLike | None
 
     already = "comfy.model_management" in sys.modules
     args = comfy.cli_args.args
-    args.cpu = True
+    args.cpu = os.environ.get("COMFYUI_HARNESS_DEVICE", "cpu") != "gpu"
 
     import comfy.model_management as mm
 
-    if already and mm.cpu_state != mm.CPUState.CPU:
+    if already and args.cpu and mm.cpu_state != mm.CPUState.CPU:
         raise ComfyUISetupError("comfy.model_management was imported before the harness set args.cpu=True")
 
     import comfy.latent_formats

@@ -56,7 +56,7 @@ class Host:
         if self.session is None:
             return self.model.run_gen_stack(hidden, inp)
         return self.session.run(lambda h: self.model.run_gen_stack(h, inp), hidden, inp.latent,
-                                float(inp.sigma[0]), ["cond", "uncond"])
+                                inp.host.sigma[0], ["cond", "uncond"])
 
 
 def sample(model, noise, tokens, dtype, session=None, call=None, steps=STEPS):
@@ -192,7 +192,7 @@ def test_no_host_sync_in_the_layer_loop_beyond_the_gate():
             x = noise.to(torch.bfloat16).expand(2, -1, -1, -1, -1)
             inp, hidden = model.prepare(x, sigmas[i].to(DEVICE).expand(2), tokens, 24.0, transformer_options=options)
             text = model.text_kv(inp.token_ids, hidden.dtype, options)  # a per-call cache lookup (keyed on the host)
-            sigma = float(inp.sigma[0])
+            sigma = inp.host.sigma[0]
 
             def stack(h):
                 for layer, (k, v) in zip(model.layers, text.layers):
@@ -203,3 +203,34 @@ def test_no_host_sync_in_the_layer_loop_beyond_the_gate():
                 out = session.run(stack, hidden, inp.latent, sigma, ["cond", "uncond"])
                 model.finish(out, inp)
     assert session.stats.reused > 0  # both the computed and the reused path ran under the check
+
+
+def test_host_syncs_per_cached_model_call():
+    """At most two host waits per model call: the call's sigma and prompt tokens, and the gate's decision (the
+    text pathway's prompt lengths add one per run). The sites are named when it fails."""
+    import warnings
+    from collections import Counter
+
+    noise, tokens = inputs(DEVICE)
+    model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=7)
+    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, residual_device="cpu"))
+    sigmas = reference_sigmas(STEPS, 5.0)
+    session.set_schedule(sigmas)
+    model.call_gen_stack = Host(model, session)
+    options = {TEXT_KV_CACHE_KEY: TextKVCache()}
+    x, sites = noise.clone(), Counter()
+    try:
+        with torch.no_grad():
+            for i in range(STEPS):
+                sigma = sigmas[i].to(DEVICE).expand(2).clone()
+                torch.cuda.synchronize()
+                with warnings.catch_warnings(record=True) as caught, sync_debug("warn"):
+                    warnings.simplefilter("always")
+                    v = model(x.to(torch.bfloat16).expand(2, -1, -1, -1, -1), sigma, tokens, fps=24.0,
+                              transformer_options=options).float()
+                sites.update(f"{w.filename.rsplit('/', 2)[-1]}:{w.lineno}" for w in caught if "synchroniz" in str(w.message))
+                x = x + (sigmas[i + 1] - sigmas[i]).item() * (v[1:] + 6.0 * (v[:1] - v[1:]))
+    finally:
+        del model.call_gen_stack
+    assert session.stats.reused > 0
+    assert sum(sites.values()) <= 2 * STEPS + 1, sites

@@ -95,6 +95,26 @@ def test_history_cpu_storage_and_predict_dtype():
     assert got.dtype == torch.float64 and torch.equal(got, torch.full((3,), 3.0, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_cpu_storage_reuses_its_buffers_and_matches_compute_storage_bit_for_bit(order):
+    gen = torch.Generator().manual_seed(order)
+    residuals = [torch.randn(2, 5, 7, generator=gen).bfloat16() for _ in range(12)]
+    offloaded, kept = ResidualHistory(order, storage="cpu"), ResidualHistory(order)
+    steps = [0, 1, 2, 2, 3, 5, 6, 7, 8, 9, 10, 11]  # a repeated step (replaced) and a gap
+    for step, residual in zip(steps, residuals):
+        offloaded.append(step, residual)
+        kept.append(step, residual)
+        # the host copy is its own buffer, never the caller's tensor
+        assert all(r.data_ptr() != residual.data_ptr() for _, r in offloaded.records)
+        for at in (step + 1, step + 2):
+            assert torch.equal(offloaded.predict(at, "cpu", torch.float32), kept.predict(at, "cpu", torch.float32))
+    assert [s for s, _ in offloaded.records] == [s for s, _ in kept.records]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(offloaded.records, kept.records))
+    assert offloaded.buffers_allocated == order + 1  # allocated once, then reused for the rest of the run
+    offloaded.append(12, torch.zeros(3, 5, 7, dtype=torch.bfloat16))  # another shape: fresh buffers
+    assert offloaded.buffers_allocated == order + 2 and len(offloaded) == 1
+
+
 def test_history_predict_never_returns_a_stored_tensor():
     history = ResidualHistory(0)
     history.append(0, torch.ones(3))
@@ -103,6 +123,29 @@ def test_history_predict_never_returns_a_stored_tensor():
     assert torch.equal(history.records[0][1], torch.ones(3))
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
+    history = ResidualHistory(1, storage="cpu")
+    residuals = [torch.randn(2, 4096, 512, device="cuda", dtype=torch.bfloat16) for _ in range(6)]
+    history.append(0, residuals[0])
+    history.append(1, residuals[1])
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")  # any host wait raises
+    try:
+        for step in range(2, 6):
+            predicted = history.predict(step, torch.device("cuda"), torch.bfloat16)
+            history.append(step, residuals[step])
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    assert all(r.is_pinned() for _, r in history.records) and history.buffers_allocated == 2
+    expected = ResidualHistory(1)
+    for step in range(5):
+        expected.append(step, residuals[step])
+    assert torch.equal(predicted, expected.predict(5, torch.device("cuda"), torch.bfloat16))
+
+
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_history_cpu_offload_from_cuda():
     history = ResidualHistory(1, storage="cpu")

@@ -318,6 +318,7 @@ def test_cpu_residual_storage():
     assert all(r.device.type == "cpu" and r.dtype == torch.bfloat16 for _, r in records)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cpu_residual_storage_offloads_cuda():
     gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_device="cpu"))

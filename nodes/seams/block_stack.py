@@ -83,10 +83,12 @@ class BlockPatch:
 def _locate(joint: torch.Tensor, image: torch.Tensor) -> slice:
     """Where the double stack's image tokens sit in the joint text+image stream (first or last tokens)."""
     n = image.shape[1]
-    if torch.equal(joint[:, :n], image):
-        return slice(0, n)
-    if torch.equal(joint[:, joint.shape[1] - n :], image):
-        return slice(joint.shape[1] - n, joint.shape[1])
+    first, last = slice(0, n), slice(joint.shape[1] - n, joint.shape[1])
+    matches = torch.stack([(joint[:, first] == image).all(), (joint[:, last] == image).all()]).tolist()  # one host read
+    if matches[0]:
+        return first
+    if matches[1]:
+        return last
     raise RuntimeError("SeaCache: cannot find the image tokens in the joint stream of the single-stream blocks.")
 
 

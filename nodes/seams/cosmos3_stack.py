@@ -18,7 +18,7 @@ def gen_stack_wrapper(executor, hidden, inputs):
     if run is None:
         return executor(hidden, inputs)
     keys = run.begin_call(opts, hidden.shape[0])
-    out = run.session.run(lambda h: executor(h, inputs), hidden, inputs.latent, float(inputs.sigma[0]), keys)
+    out = run.session.run(lambda h: executor(h, inputs), hidden, inputs.latent, inputs.host.sigma[0], keys)
     run.end_call(opts[SETTINGS_KEY])
     return out
 

@@ -1,0 +1,113 @@
+"""Every benchmark runs, the way a user runs it: a subprocess of the script in its smoke mode (tiny sizes, seconds).
+
+Each test asserts that the script exits 0 and prints its table or summary lines; the numbers themselves are the
+benchmark's output for the README, never asserted. Benchmarks that go through ComfyUI run only with COMFYUI_PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_TABLE = "| size | weights | run | steps (full/reused) |"
+
+
+def run(args: list[str], comfyui: bool = False, timeout: int = 300) -> str:
+    """stdout+stderr of ``args`` run from the repo root with one CPU thread; fails the test on a non-zero exit."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
+    if not comfyui:
+        env.pop("COMFYUI_PATH", None)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(args)} exited {done.returncode}:\n{output[-4000:]}"
+    return output
+
+
+def bench(name: str, *args: str, comfyui: bool = False) -> str:
+    return run([sys.executable, f"benchmarks/{name}", *args], comfyui)
+
+
+def test_bench_gpu_smoke_prints_both_runs_for_every_size_and_dtype():
+    out = bench("bench_gpu.py", "--smoke")
+    assert BENCH_TABLE in out
+    for size in ("128x64x9", "128x128x17"):
+        for dtype in ("bf16", "fp8"):
+            assert f"| {size} | {dtype} | uncached |" in out and f"| {size} | {dtype} | seacache |" in out
+            assert f"timeline {size} {dtype}: F" in out
+
+
+def test_bench_gpu_smoke_with_cpu_residual_history():
+    out = bench("bench_gpu.py", "--smoke", "--dtypes", "bf16", "--sizes", "128x64x9@8", "--residual-device", "cpu")
+    assert "residual history on cpu" in out and "| 128x64x9 | bf16 | seacache |" in out
+
+
+def test_bench_memory_prints_its_tables():
+    out = bench("bench_memory.py")
+    assert "| storage | text pathway GiB | generator pathway GiB |" in out and "1280x720x189" in out
+
+
+def test_bench_gate_smoke():
+    out = bench("bench_gate.py", "--smoke")
+    assert "decide" in out and "gain build" in out and "one batched call per step (batch 2):" in out
+
+
+def test_bench_cosmos3_smoke():
+    out = bench("bench_cosmos3.py", "--smoke")
+    assert "text K/V cache on" in out and "streamed" in out and "naive" in out
+
+
+def test_bench_quality_quick():
+    out = bench("bench_quality.py", "--quick")
+    assert "| section | variant | threshold | full calls | speedup | error |" in out
+
+
+def test_gpu_check_smoke_writes_one_results_file(tmp_path):
+    results = tmp_path / "results.md"
+    run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)])
+    text = results.read_text()
+    assert text.startswith("# SeaCache GPU check") and "smoke mode" in text
+    for stage in ("## environment", "## CUDA tests (pytest -m cuda)", "## GPU benchmark", "## ComfyUI end to end"):
+        assert stage in text
+    assert BENCH_TABLE in text and "**FAILED**" not in text and "total " in text
+
+
+def test_gpu_check_stops_cleanly_when_its_budget_is_spent(tmp_path):
+    results = tmp_path / "results.md"
+    run(["bash", "scripts/gpu_check.sh", "--smoke", "--budget-s", "0", "--out", str(results)])
+    text = results.read_text()
+    assert text.count("skipped: the budget (0 s) is spent") == 3  # environment, CUDA tests, benchmark
+    assert "total " in text
+
+
+@pytest.fixture()
+def comfyui_path():
+    path = os.environ.get("COMFYUI_PATH", "").strip()
+    if not path:
+        pytest.skip("COMFYUI_PATH is not set: the ComfyUI benchmarks run in the integration tests")
+    return path
+
+
+def test_bench_seacache_e2e_cosmos3_smoke(comfyui_path):
+    out = bench("bench_seacache_e2e.py", "--preset", "tiny", "--steps", "6", "--repeats", "1",
+                "--width", "64", "--height", "64", "--length", "5", comfyui=True)
+    assert "gated calls: 6" in out and "measured speedup" in out and "timeline: F" in out
+
+
+@pytest.mark.parametrize("model", ["wan", "flux"])
+def test_bench_seacache_e2e_core_models_smoke(comfyui_path, model):
+    out = bench("bench_seacache_e2e.py", "--model", model, "--preset", "tiny", "--steps", "6", "--repeats", "1",
+                comfyui=True)
+    assert f"model: {model}" in out and "measured speedup" in out and "timeline: F" in out
+
+
+def test_gpu_check_smoke_runs_the_comfyui_stage(comfyui_path, tmp_path):
+    results = tmp_path / "results.md"
+    run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)], comfyui=True)
+    text = results.read_text()
+    assert "## ComfyUI end to end (bench_seacache_e2e.py, tiny, CPU)" in text and "**FAILED**" not in text
+    assert "measured speedup" in text
