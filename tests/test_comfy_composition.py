@@ -136,6 +136,40 @@ def test_concurrent_calls_from_two_threads(comfy, pack, wan):
     assert ((a - b).abs().max() / a.abs().max()).item() < 1e-4
 
 
+def test_multigpu_cfg_split_clones_emulated_on_the_cpu(comfy, pack, monkeypatch):
+    """Core MultiGPU CFG Split with its real per-device clones, emulated on the CPU: ComfyUI is told of a second
+    device, ``cpu:1`` (tensors placed there land on the CPU), and the tiny model gets the loader factory ComfyUI
+    rebuilds a clone from. Cond and uncond then run concurrently on the two clones, each in its own thread:
+    threshold 0 is bit-identical to the same split without SeaCache, and each branch reuses where one batched
+    call does."""
+    if not (comfy.path / "comfy_extras" / "nodes_multigpu.py").is_file():
+        pytest.skip("this ComfyUI has no MultiGPU CFG Split")
+    comfy.load_extra_nodes("nodes_multigpu.py")
+    monkeypatch.setattr(comfy.mm, "get_all_torch_devices", lambda exclude_current=False: [torch.device("cpu"), torch.device("cpu", 1)])
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+    wan = tiny_comfy_models.build(cases.MODEL)
+    wan.cached_patcher_init = (tiny_comfy_models.build, (cases.MODEL,))
+
+    def split(model):
+        split_model = comfy.run_node("MultiGPU_WorkUnits", model=model, max_gpus=2).outputs[0]
+        assert [c.load_device for c in split_model.get_additional_models_with_key("multigpu")] == [torch.device("cpu", 1)]
+        return split_model
+
+    plain = sample(comfy, split(wan), spec, steps=STEPS)
+    assert torch.equal(sample(comfy, split(seacache(comfy, wan, threshold=0.0)), spec, steps=STEPS), plain)
+    batched = seacache(comfy, wan)
+    sample(comfy, batched, spec, steps=STEPS)
+    cached = split(seacache(comfy, wan))
+    sample(comfy, cached, spec, steps=STEPS)
+    report = last_report(cached)
+    per_branch = {}
+    for record in report["records"]:
+        (branch,) = record["branches"]
+        per_branch.setdefault(branch, []).append(record["decision"])
+    assert sorted(per_branch) == ["cond0/0", "uncond0/0"] and report["reused"] > 0
+    assert all(decisions == [r["decision"] for r in last_report(batched)["records"]] for decisions in per_branch.values())
+
+
 # Residual elements per item of each tiny model's block-stack seam: image tokens x hidden width.
 RESIDUAL_NUMEL = {
     "wan21_t2v": 3 * 4 * 4 * 128,  # latent 3x8x8, patch 1x2x2, dim 128
