@@ -83,6 +83,36 @@ def test_other_caches_are_refused_before_the_first_step(comfy, pack, wan, cache)
     assert blocks["calls"] == 0
 
 
+def test_a_call_that_misses_the_seam_runs_whole_and_is_counted(comfy, pack, wan):
+    """A node whose DIFFUSION_MODEL wrapper answers every third call itself (the model never runs, so no seam is
+    passed): no error mid-run, the gate forgets those calls, the report counts them, threshold 0 stays exact."""
+    from comfy.patcher_extension import WrappersMP
+
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+
+    def answering(model):
+        state = {"calls": 0, "last": None}
+
+        def wrapper(executor, *args, **kwargs):
+            state["calls"] += 1
+            if state["calls"] % 3 == 0 and state["last"] is not None:
+                return state["last"]
+            state["last"] = executor(*args, **kwargs)
+            return state["last"]
+
+        model = model.clone()
+        model.add_wrapper_with_key(WrappersMP.DIFFUSION_MODEL, "answers", wrapper)
+        return model
+
+    plain = sample(comfy, answering(wan), spec, steps=STEPS)
+    exact = answering(seacache(comfy, wan, threshold=0.0))
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
+    report = last_report(exact)
+    assert report["uncached_calls"] == STEPS // 3 and report["calls"] == STEPS - STEPS // 3
+    cached = answering(seacache(comfy, wan))
+    assert torch.isfinite(sample(comfy, cached, spec, steps=STEPS)).all() and last_report(cached)["status"] == "completed"
+
+
 def _threaded_calls(executor, model, conds, x_in, timestep, model_options):
     """``CALC_COND_BATCH`` wrapper: each conditioning list in its own thread, all entering the model together."""
     barrier = threading.Barrier(len(conds))
