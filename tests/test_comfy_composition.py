@@ -176,6 +176,8 @@ def test_multigpu_cfg_split_clones_emulated_on_the_cpu(comfy, pack, monkeypatch)
         pytest.skip("this ComfyUI has no MultiGPU CFG Split")
     comfy.load_extra_nodes("nodes_multigpu.py")
     monkeypatch.setattr(comfy.mm, "get_all_torch_devices", lambda exclude_current=False: [torch.device("cpu"), torch.device("cpu", 1)])
+    loaded = comfy.mm.loaded_models  # the node scans loaded models; patchers earlier tests dropped are None there
+    monkeypatch.setattr(comfy.mm, "loaded_models", lambda *a, **k: [m for m in loaded(*a, **k) if m is not None])
     spec = tiny_comfy_models.SPECS[cases.MODEL]
     wan = tiny_comfy_models.build(cases.MODEL)
     wan.cached_patcher_init = (tiny_comfy_models.build, (cases.MODEL,))
