@@ -12,7 +12,6 @@ OTHER_CACHES = {
     "teacache": "TeaCache (ComfyUI-TeaCache)",
     "rel_l1_thresh": "TeaCache (ComfyUI-TeaCache)",
     "magcache": "MagCache (ComfyUI-MagCache)",
-    "mag_ratios": "MagCache (ComfyUI-MagCache)",
 }
 GUIDANCE_FUNCTIONS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
 
