@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import comfy.model_management
@@ -152,17 +153,22 @@ class SeaCacheRun:
 
 def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
     """``APPLY_MODEL`` wrapper: decide on the sampler's latent and run the model with the call handed to the seam.
-    Guidance calls run plain; so do calls inside a call gated at a higher level (context windows), without it."""
+    Guidance calls run plain. A window's call inside a step gated as a whole (moving context windows) enters the
+    seam through the step's view of it."""
     run: SeaCacheRun | None = transformer_options.get(RUN_OPTION)
     if run is None:
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-    if CALL_OPTION in transformer_options:
-        inner = {k: v for k, v in transformer_options.items() if k != CALL_OPTION}
-        return executor(x, t, c_concat, c_crossattn, control, inner, **kwargs)
+    base_model = executor.class_obj
+    step = transformer_options.get(CALL_OPTION)
+    if step is not None:  # a window's call inside a step gated as a whole (moving context windows)
+        view = step.view(transformer_options, x)
+        options = {**transformer_options, CALL_OPTION: view} if view is not None else {
+            k: v for k, v in transformer_options.items() if k != CALL_OPTION}
+        with run.seam.bind(base_model, view) if view is not None else nullcontext():
+            return executor(x, t, c_concat, c_crossattn, control, options, **kwargs)
     if run.is_guidance_call(transformer_options):
         run.count_guidance_call()
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-    base_model = executor.class_obj
     call = run.start_call(transformer_options, base_model, x, t)
     options = {**transformer_options, CALL_OPTION: call}
     with run.seam.bind(base_model, call):

@@ -83,7 +83,8 @@ CASES = (
     Case("SkipLayerGuidanceDiT before SeaCache Apply", lambda ns, m, slot: slot(skip_layer_guidance(ns, m))),
     Case("WanContextWindowsManual (static windows) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_static")(ns, slot(m)), frames=21, steps=30),
     Case("WanContextWindowsManual (static windows) before SeaCache Apply", lambda ns, m, slot: slot(context_windows("standard_static")(ns, m)), frames=21, steps=30),
-    Case("WanContextWindowsManual (uniform windows, default) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_uniform")(ns, slot(m)), frames=21, steps=30),
+    Case("WanContextWindowsManual (moving windows, default) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_uniform")(ns, slot(m)), frames=21, steps=30),
+    Case("WanContextWindowsManual (moving windows, default) before SeaCache Apply", lambda ns, m, slot: slot(context_windows("standard_uniform")(ns, m)), frames=21, steps=30),
 )
 
 

@@ -52,10 +52,7 @@ def test_composition_case(comfy, pack, wan, case):
     assert row["reused"] > 0
     if case.frames is not None:  # context windows on a long latent: a third of the model calls reused at least
         assert 3 * row["reused"] >= row["calls"]
-    if row["seam"].startswith("context windows"):  # fused outputs extrapolated, nothing of the model runs on a
-        assert row["error"] < 0.1  # reused step: measured 0.067 vs 0.011 for SeaCache alone (30 steps)
-    else:
-        assert row["error"] <= 1.5 * row["alone_error"]
+    assert row["error"] <= 1.5 * row["alone_error"]
     if "SkipLayerGuidance" in case.name:
         assert row["guidance_calls"] == case.steps  # the skip-layer call of every step ran plain
 

@@ -1,7 +1,7 @@
 """Where SeaCache takes the residual of a skipped computation: one module per seam, tried deepest first. Each
 module's ``seam_for(model_patcher, model_options)`` returns its :class:`.base.Seam` for a MODEL it serves, else None.
 
-- :mod:`.context_windows`: any model sampled with context windows, the whole windowed evaluation of a step.
+- :mod:`.context_windows`: around any of these, the windows of one step gated as one call (moving context windows).
 - :mod:`.cosmos3_stack`: this pack's Cosmos3, the generator stack (the model's ``GEN_STACK_WRAPPER`` hook).
 - :mod:`.community_cosmos3`: the community ComfyUI-Cosmos3 MODEL, its decoder-layer stack.
 - :mod:`.block_stack`: Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image, all blocks via ``patches_replace``.
@@ -17,7 +17,6 @@ from . import block_stack, community_cosmos3, context_windows, cosmos3_stack, di
 from .base import WRAPPER_KEY, Seam
 
 SEAM_FINDERS = (
-    context_windows.seam_for,
     cosmos3_stack.seam_for,
     community_cosmos3.seam_for,
     block_stack.seam_for,
@@ -45,7 +44,7 @@ def select_seam(model_patcher, model_options: dict) -> Seam:
     for seam_for in SEAM_FINDERS:
         seam = seam_for(model_patcher, model_options)
         if seam is not None:
-            return seam
+            return context_windows.around(seam, model_options)
     kind = type(getattr(model_patcher, "model", model_patcher)).__name__
     raise ValueError(
         f"SeaCache Apply needs a diffusion MODEL (a model loader's MODEL output); got a {kind} without a noise "
