@@ -16,8 +16,10 @@ Failure behaviour, the same for every seam:
   latent): it ran whole, so its output is exact; the gate forgets it and the report counts it in
   ``uncached_calls``. Never an error in the middle of sampling.
 - Model calls with other model options (skip-layer guidance, perturbed attention: other ``patches_replace``) or
-  made by a guidance function (pre-CFG, CFG or post-CFG): they run whole, leave gate and history untouched, and
-  are counted in ``guidance_calls``.
+  made by a guidance function (pre- or post-CFG): they run whole, leave gate and history untouched, and are
+  counted in ``guidance_calls``.
+- A context window whose rows or frames cannot be mapped to the step's latent runs whole; its step is then not
+  committed (counted in ``uncached_calls``).
 - An error raised by the model itself propagates; the report says "failed"; the run's state is freed.
 """
 
