@@ -63,14 +63,21 @@ def test_cases_cover_every_combination():
 def test_summary_text_states_status_steps_threshold_and_counts(chart, report):
     text = chart.summary_text(report)
     n = counts(report)
-    full = n["computed"] + n["forced"]
+    ran = n["computed"] + n["forced"]
     lines = text.splitlines()
     assert lines[0] == f"SeaCache run completed over {STEPS} steps (threshold {report['threshold']}):"
-    assert lines[1].startswith(f"SeaCache: {STEPS} calls, {full} full, {n['reused']} reused, ")
-    assert f"estimated stack speedup {STEPS / full:.2f}x" in lines[1]
+    assert lines[1].startswith(f"SeaCache: {STEPS} calls, {ran} ran the stack, {n['reused']} reused, ")
+    assert f"estimated stack speedup {STEPS / ran:.2f}x" in lines[1]
     assert lines[2] == "forced: warmup 1, end 1"
     letters = {"computed": "C", "reused": "R", "forced": "F"}
     assert lines[3].endswith(" ".join(letters[r["decision"]] for r in report["records"]))
+
+
+def test_summary_text_names_calls_that_ran_outside_the_gate(chart, report):
+    assert "guidance" not in chart.summary_text(report) and "missed" not in chart.summary_text(report)
+    lines = chart.summary_text({**report, "guidance_calls": 12, "uncached_calls": 1, "seam": "block stack"}).splitlines()
+    assert lines[-3:] == ["guidance calls (other model options, run plain): 12",
+                          "calls that missed the seam (ran whole): 1", "residual boundary: block stack"]
 
 
 def test_summary_text_of_a_failed_run(chart):
