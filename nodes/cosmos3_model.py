@@ -25,6 +25,9 @@ GEN_STACK_WRAPPER = "cosmos3_gen_stack"
 """Wrapper type a step cache registers (``ModelPatcher.add_wrapper_with_key``) to wrap ``run_gen_stack``."""
 
 
+LORA_PREFIXES = ("transformer.", "base_model.model.", "")
+"""Prefixes of diffusers/PEFT LoRA keys before a weight's module name (see :meth:`Cosmos3.lora_key_aliases`)."""
+
 COMFY_ATTENTION_HAS_GQA = hasattr(comfy.ops, "repeat_kv_for_gqa")
 """Whether this ComfyUI's attention functions take ``enable_gqa`` (grouped K/V heads without repeating them)."""
 
@@ -146,6 +149,19 @@ class Cosmos3(comfy.model_base.BaseModel):
         settings = (model_options.get("transformer_options") or {}).get(SEACACHE_SETTINGS_KEY)
         history = batch * settings.config.history_bytes(tokens * cfg.hidden_size, size) if settings is not None else 0
         return batch * tokens * per_token * size * 1.2 + history
+
+    def lora_key_aliases(self) -> dict[str, str]:
+        """LoRA keys of diffusers/PEFT trainers for each weight (alias -> ``diffusion_model.<name>.weight``): the
+        diffusers Cosmos3 module names equal this model's, so a LoRA trained on it names ``transformer.<name>``
+        (diffusers), ``base_model.model.<name>`` (PEFT) or ``<name>``. Read by :mod:`.lora_keys`; ComfyUI's own
+        (``diffusion_model.<name>``) and kohya (``lora_unet_<name_with_underscores>``) formats load without it."""
+        aliases = {}
+        for key in self.state_dict().keys():
+            if key.startswith("diffusion_model.") and key.endswith(".weight"):
+                name = key[len("diffusion_model.") : -len(".weight")]
+                for prefix in LORA_PREFIXES:
+                    aliases[prefix + name] = key
+        return aliases
 
     def get_dynamic_vram__units(self):
         """Dynamic VRAM load order: the generator pathway in call order first; the text pathway, which runs once

@@ -62,3 +62,96 @@ def test_seacache_skips_block_patches_with_the_stack(tiny):
         tiny.sample(cached, steps=STEPS)
         report = cached.model_options["transformer_options"]["seacache"].last_run
         assert report["reused"] > 0 and len(calls) == report["full"]
+
+
+# --------------------------------------------------------------------------- LoRA
+RANK, ALPHA, STRENGTH = 2, 1.0, 0.7
+GEN_MODULES = ("layers.0.self_attn.add_q_proj", "layers.1.mlp_moe_gen.up_proj")
+TEXT_MODULES = ("layers.0.self_attn.to_k", "layers.0.self_attn.to_v")
+LORA_FORMATS = {  # format -> (key of the up/B matrix, key of the down/A matrix, key of alpha or None) per module name
+    "comfyui": (lambda n: f"diffusion_model.{n}.lora_up.weight", lambda n: f"diffusion_model.{n}.lora_down.weight", lambda n: f"diffusion_model.{n}.alpha"),
+    "kohya": (lambda n: f"lora_unet_{n.replace('.', '_')}.lora_up.weight", lambda n: f"lora_unet_{n.replace('.', '_')}.lora_down.weight", lambda n: f"lora_unet_{n.replace('.', '_')}.alpha"),
+    "diffusers": (lambda n: f"transformer.{n}.lora_B.weight", lambda n: f"transformer.{n}.lora_A.weight", None),
+    "diffusers_alpha": (lambda n: f"transformer.{n}.lora_B.weight", lambda n: f"transformer.{n}.lora_A.weight", lambda n: f"transformer.{n}.alpha"),
+    "peft": (lambda n: f"base_model.model.{n}.lora_B.weight", lambda n: f"base_model.model.{n}.lora_A.weight", None),
+    "unprefixed": (lambda n: f"{n}.lora_B.weight", lambda n: f"{n}.lora_A.weight", None),
+}
+
+
+def _lora_matrices(dm, modules, seed):
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for name in modules:
+        weight = dm.get_submodule(name).weight
+        out[name] = (torch.randn(weight.shape[0], RANK, generator=generator) * 0.5,
+                     torch.randn(RANK, weight.shape[1], generator=generator) * 0.5)
+    return out
+
+
+def _write_lora(path, fmt, matrices):
+    from safetensors.torch import save_file
+
+    up, down, alpha = LORA_FORMATS[fmt]
+    tensors = {}
+    for name, (b, a) in matrices.items():
+        tensors[up(name)], tensors[down(name)] = b.contiguous(), a.contiguous()
+        if alpha is not None:
+            tensors[alpha(name)] = torch.tensor(ALPHA)
+    save_file(tensors, str(path))
+
+
+@pytest.fixture(scope="module")
+def lora_dir(tiny, tmp_path_factory):
+    """A loras folder with one file per key format (generator modules) and a text-pathway-only LoRA."""
+    root = tmp_path_factory.mktemp("loras")
+    dm = tiny.model.model.diffusion_model
+    gen = _lora_matrices(dm, GEN_MODULES, seed=11)
+    for fmt in LORA_FORMATS:
+        _write_lora(root / f"gen_{fmt}.safetensors", fmt, gen)
+    text = _lora_matrices(dm, TEXT_MODULES, seed=12)
+    _write_lora(root / "text_diffusers.safetensors", "diffusers", text)
+    tiny.ns.folder_paths.add_model_folder_path("loras", str(root), is_default=True)
+    return {"gen": gen, "text": text}
+
+
+def _load_lora(tiny, model, name, strength=STRENGTH):
+    return tiny.ns.run_node("LoraLoaderModelOnly", model=model, lora_name=name, strength_model=strength).outputs[0]
+
+
+@pytest.mark.parametrize("fmt", list(LORA_FORMATS))
+def test_lora_formats_load_with_the_exact_delta(tiny, lora_dir, fmt, caplog):
+    import comfy.lora
+
+    with caplog.at_level("WARNING"):
+        patched = _load_lora(tiny, tiny.model, f"gen_{fmt}.safetensors")
+    assert not [r for r in caplog.records if "lora key not loaded" in r.getMessage()]
+    dm = tiny.model.model.diffusion_model
+    scale = STRENGTH * (ALPHA / RANK if LORA_FORMATS[fmt][2] is not None else 1.0)
+    assert sorted(patched.patches) == sorted(f"diffusion_model.{n}.weight" for n in GEN_MODULES)
+    for name, (b, a) in lora_dir["gen"].items():
+        key, weight = f"diffusion_model.{name}.weight", dm.get_submodule(name).weight.detach()
+        got = comfy.lora.calculate_weight(patched.patches[key], weight.clone().float(), key)
+        assert torch.allclose(got - weight.float(), scale * (b @ a), rtol=1e-5, atol=1e-6)
+
+
+def test_lora_before_or_after_seacache_gives_the_same_output(tiny, lora_dir):
+    name = "gen_diffusers.safetensors"
+    seacache_alone = tiny.sample(tiny.seacache(), steps=STEPS)
+    lora_first = tiny.seacache(_load_lora(tiny, tiny.model, name))
+    seacache_first = _load_lora(tiny, tiny.seacache(), name)
+    a, b = tiny.sample(lora_first, steps=STEPS), tiny.sample(seacache_first, steps=STEPS)
+    assert torch.equal(a, b) and rel(a, seacache_alone) > 1e-3  # the LoRA applies, wherever it sits
+    reports = [m.model_options["transformer_options"]["seacache"].last_run for m in (lora_first, seacache_first)]
+    assert reports[0]["reused"] == reports[1]["reused"] > 0
+
+
+def test_text_kv_cache_never_serves_entries_of_other_weights(tiny, lora_dir):
+    """A LoRA on the text pathway only (to_k/to_v, whose keys/values the per-run cache holds) changes the result,
+    right after a run of the base model with the same prompts, and runs alternate without drift."""
+    lora = _load_lora(tiny, tiny.model, "text_diffusers.safetensors")
+    for model in (lora, tiny.seacache(lora, threshold=0.0)):
+        base = tiny.sample(tiny.model, steps=STEPS)
+        with_lora = tiny.sample(model, steps=STEPS)
+        assert rel(with_lora, base) > 1e-3
+        assert torch.equal(tiny.sample(tiny.model, steps=STEPS), base)
+        assert torch.equal(tiny.sample(model, steps=STEPS), with_lora)
