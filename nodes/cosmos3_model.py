@@ -189,9 +189,31 @@ class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
 
 
 
+class HookAwareTextKVCache(TextKVCache):
+    """The run's text K/V cache, its entries keyed also by the weight hooks applied for the call: ComfyUI's hooks
+    (a LoRA on one conditioning, keyframed strengths) patch the text pathway's weights in the middle of a run, so
+    the same prompt can meet other weights. Without hooks the keys are the plain ones."""
+
+    def __init__(self, base_model):
+        super().__init__()
+        self.base_model = base_model
+
+    def _with_hooks(self, key: tuple) -> tuple:
+        """``key`` plus each applied hook and its strength at this step (what decides the hooked weights)."""
+        hooks = getattr(getattr(self.base_model, "current_patcher", None), "current_hooks", None)
+        return key if hooks is None else (key, tuple((hook, hook.strength) for hook in hooks.hooks))
+
+    def get(self, key):
+        return super().get(self._with_hooks(key))
+
+    def put(self, key, entry):
+        super().put(self._with_hooks(key), entry)
+
+
 def text_kv_outer_sample(executor, *args, **kwargs):
-    """Give each sampling run its own text K/V cache (the text pathway then runs once per prompt per run)."""
-    cache = TextKVCache()
+    """Give each sampling run its own text K/V cache (the text pathway then runs once per prompt, weight hooks
+    and run)."""
+    cache = HookAwareTextKVCache(executor.class_obj.model_patcher.model)
     try:
         with run_scoped_option(executor.class_obj, TEXT_KV_CACHE_KEY, cache):
             return executor(*args, **kwargs)

@@ -155,3 +155,19 @@ def test_text_kv_cache_never_serves_entries_of_other_weights(tiny, lora_dir):
         assert rel(with_lora, base) > 1e-3
         assert torch.equal(tiny.sample(tiny.model, steps=STEPS), base)
         assert torch.equal(tiny.sample(model, steps=STEPS), with_lora)
+
+
+def test_text_kv_cache_follows_hook_loras(tiny, lora_dir):
+    """A LoRA hook on the positive prompt only (same prompt tokens as the negative): the text pathway has two sets
+    of weights within one call's run, and the cached result must equal computing the text K/V every call."""
+    import comfy.patcher_extension
+
+    tiny.ns.load_extra_nodes("nodes_hooks.py")
+    hooks = tiny.ns.run_node("CreateHookLoraModelOnly", lora_name="text_diffusers.safetensors", strength_model=STRENGTH).outputs[0]
+    prompt = tiny.encode()
+    hooked = tiny.ns.run_node("ConditioningSetProperties", cond_NEW=prompt, strength=1.0, set_cond_area="default", hooks=hooks).outputs[0]
+    uncached = tiny.model.clone()
+    uncached.remove_wrappers_with_key(comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, "cosmos3_text_kv")
+    expected = tiny.sample(uncached, hooked, prompt, steps=STEPS)
+    assert rel(expected, tiny.sample(uncached, prompt, prompt, steps=STEPS)) > 1e-3  # the hook changes the result
+    assert torch.equal(tiny.sample(tiny.model, hooked, prompt, steps=STEPS), expected)
