@@ -63,7 +63,7 @@ def test_control_counts_once_on_reused_steps(comfy, pack, case):
     if case.patch_runs is not None:
         last = max(case.patch_runs)
         assert case.patch_runs[last] == report["calls"]  # after the stack's last block: every call
-        assert all(case.patch_runs[i] == report["full"] for i in range(last))  # inside the stack: computed calls only
+        assert all(case.patch_runs[i] == report["ran"] for i in range(last))  # inside the stack: computed calls only
 
 
 def test_a_first_block_that_changes_its_input_in_place_leaves_the_residual_exact(comfy, pack):

@@ -5,6 +5,7 @@ ComfyUI's, kohya's and diffusers/PEFT key formats load through core ``LoraLoader
 import pytest
 import torch
 
+from anymodel_runs import last_report
 from comfy_runs import rel
 
 STEPS = 8
@@ -60,8 +61,8 @@ def test_seacache_skips_block_patches_with_the_stack(tiny):
         cached = cached if before else _with_replace(cached, identity, [1])
         calls.clear()
         tiny.sample(cached, steps=STEPS)
-        report = cached.model_options["transformer_options"]["seacache"].last_run
-        assert report["reused"] > 0 and len(calls) == report["full"]
+        report = last_report(cached)
+        assert report["reused"] > 0 and len(calls) == report["ran"]
 
 
 # --------------------------------------------------------------------------- LoRA
@@ -141,7 +142,7 @@ def test_lora_before_or_after_seacache_gives_the_same_output(tiny, lora_dir):
     seacache_first = _load_lora(tiny, tiny.seacache(), name)
     a, b = tiny.sample(lora_first, steps=STEPS), tiny.sample(seacache_first, steps=STEPS)
     assert torch.equal(a, b) and rel(a, seacache_alone) > 1e-3  # the LoRA applies, wherever it sits
-    reports = [m.model_options["transformer_options"]["seacache"].last_run for m in (lora_first, seacache_first)]
+    reports = [last_report(m) for m in (lora_first, seacache_first)]
     assert reports[0]["reused"] == reports[1]["reused"] > 0
 
 
