@@ -34,13 +34,11 @@ from .composition import mark_guidance_calls, options_signature, refuse_other_ca
 from .run_scope import run_scoped_option
 from .seams import select_seam
 from .seams.base import Seam
-from .seams.call import CALL_OPTION, StackCall
+from .seams.call import CALL_OPTION, RUN_OPTION, StackCall
 from .seams.sampling import flow_scale_and_sigma
 
 SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
-RUN_OPTION = "seacache_run"
-"""transformer_options key holding the :class:`SeaCacheRun` during one sampling run."""
 PROGRESS_EVENT = "seacache.progress"
 
 
@@ -110,15 +108,25 @@ class SeaCacheRun:
         function, or with other block/attention patches than the run's (e.g. skip-layer guidance)."""
         return self.guidance_depth > 0 or options_signature(transformer_options) != self.patches_signature
 
-    def start_call(self, transformer_options: dict, x, sigma: float, filter_sigma: float) -> StackCall:
-        """The gate's decision for one call, as the call the seam enters and leaves."""
+    def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> StackCall:
+        """The gate's decision for one call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow
+        convention the SEA filter assumes), as the call the seam enters and leaves. ``keys`` name the branch of
+        each item (default: from the call's conditioning entries)."""
+        sigma = float(t.flatten()[0])
+        scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
+        latent = x if scale == 1.0 else x * scale
         with self.lock:
             session = self.session
             if session.schedule is None and transformer_options.get("sample_sigmas") is not None:
                 session.set_schedule(transformer_options["sample_sigmas"])
-            keys = self.branch_keys(transformer_options, x.shape[0])
-            decision = session.decide(x, sigma, keys, filter_sigma)
+            keys = keys if keys is not None else self.branch_keys(transformer_options, x.shape[0])
+            decision = session.decide(latent, sigma, keys, filter_sigma)
         return StackCall(session.gate, self.lock, decision, x.shape[0], x.shape[1])
+
+    def count_guidance_call(self) -> None:
+        """Count one guidance call (it ran plain)."""
+        with self.lock:
+            self.guidance_calls += 1
 
     def end_call(self, call: StackCall) -> None:
         """Count a call that missed the seam; tell the canvas node how many calls were reused so far."""
@@ -144,19 +152,19 @@ class SeaCacheRun:
 
 
 def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
-    """``APPLY_MODEL`` wrapper: decide on the sampler's latent (mapped to the flow convention the SEA filter
-    assumes) and run the model with the call handed to the seam; guidance calls run plain."""
+    """``APPLY_MODEL`` wrapper: decide on the sampler's latent and run the model with the call handed to the seam.
+    Guidance calls run plain; so do calls inside a call gated at a higher level (context windows), without it."""
     run: SeaCacheRun | None = transformer_options.get(RUN_OPTION)
     if run is None:
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
+    if CALL_OPTION in transformer_options:
+        inner = {k: v for k, v in transformer_options.items() if k != CALL_OPTION}
+        return executor(x, t, c_concat, c_crossattn, control, inner, **kwargs)
     if run.is_guidance_call(transformer_options):
-        with run.lock:
-            run.guidance_calls += 1
+        run.count_guidance_call()
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
     base_model = executor.class_obj
-    sigma = float(t.flatten()[0])
-    scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
-    call = run.start_call(transformer_options, x if scale == 1.0 else x * scale, sigma, filter_sigma)
+    call = run.start_call(transformer_options, base_model, x, t)
     options = {**transformer_options, CALL_OPTION: call}
     with run.seam.bind(base_model, call):
         out = executor(x, t, c_concat, c_crossattn, control, options, **kwargs)

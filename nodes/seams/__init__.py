@@ -1,6 +1,7 @@
 """Where SeaCache takes the residual of a skipped computation: one module per seam, tried deepest first. Each
 module's ``seam_for(model_patcher, model_options)`` returns its :class:`.base.Seam` for a MODEL it serves, else None.
 
+- :mod:`.context_windows`: any model sampled with context windows, the whole windowed evaluation of a step.
 - :mod:`.cosmos3_stack`: this pack's Cosmos3, the generator stack (the model's ``GEN_STACK_WRAPPER`` hook).
 - :mod:`.community_cosmos3`: the community ComfyUI-Cosmos3 MODEL, its decoder-layer stack.
 - :mod:`.block_stack`: Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image, all blocks via ``patches_replace``.
@@ -12,10 +13,16 @@ from __future__ import annotations
 import comfy.patcher_extension
 
 from ..cosmos3_model import GEN_STACK_WRAPPER
-from . import block_stack, community_cosmos3, cosmos3_stack, diffusion_call
+from . import block_stack, community_cosmos3, context_windows, cosmos3_stack, diffusion_call
 from .base import WRAPPER_KEY, Seam
 
-SEAM_FINDERS = (cosmos3_stack.seam_for, community_cosmos3.seam_for, block_stack.seam_for, diffusion_call.seam_for)
+SEAM_FINDERS = (
+    context_windows.seam_for,
+    cosmos3_stack.seam_for,
+    community_cosmos3.seam_for,
+    block_stack.seam_for,
+    diffusion_call.seam_for,
+)
 WRAPPER_TYPES = (
     comfy.patcher_extension.WrappersMP.OUTER_SAMPLE,
     comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING,
