@@ -12,6 +12,7 @@ import torch
 
 import tiny_comfy_models
 from anymodel_runs import last_report, sample, seacache
+from composition_cases import rel_error
 from control_cases import CASES
 
 STEPS = 20
@@ -28,10 +29,6 @@ def pack(comfy):
     torch.set_num_threads(threads)
 
 
-def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).norm() / b.norm()).item()
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_control_counts_once_on_reused_steps(comfy, pack, case):
     spec = {**tiny_comfy_models.SPECS, **tiny_comfy_models.CONTROL_SPECS}[case.model]
@@ -41,20 +38,20 @@ def test_control_counts_once_on_reused_steps(comfy, pack, case):
 
     plain = run(model)
     alone = seacache(comfy, model)
-    error_alone, reused_alone = rel_l2(run(alone), plain), last_report(alone)["reused"]
+    error_alone, reused_alone = rel_error(run(alone), plain), last_report(alone)["reused"]
 
     controlled, pos, neg = case.attach(comfy, model, spec, positive, negative)
     plain_control = run(controlled, pos, neg)
     if case.patch_runs is not None and not case.patch_runs:
         pytest.skip(f"this ComfyUI's {case.model} runs no double_block patches")
-    assert rel_l2(plain_control, plain) > 0.02  # the control matters
+    assert rel_error(plain_control, plain) > 0.02  # the control matters
     exact = seacache(comfy, controlled, threshold=0.0)
     assert torch.equal(run(exact, pos, neg), plain_control)
 
     if case.patch_runs is not None:
         case.patch_runs.clear()
     cached = seacache(comfy, controlled)
-    error = rel_l2(run(cached, pos, neg), plain_control)
+    error = rel_error(run(cached, pos, neg), plain_control)
     report = last_report(cached)
     print(f"\n| {case.name} | {case.model} | {report['seam']} | {error_alone:.4f} ({reused_alone}/{report['calls']}) "
           f"| {error:.4f} ({report['reused']}/{report['calls']}) | {error / error_alone:.2f} |")
