@@ -32,14 +32,37 @@ def test_block_replace_patch_runs_each_layer_and_identity_is_exact(tiny):
     assert seen == list(range(layers)) * STEPS  # one batched cond+uncond call per step
 
 
+def _skip_layer_guidance(tiny, model):
+    tiny.ns.load_extra_nodes("nodes_slg.py")
+    return tiny.ns.run_node("SkipLayerGuidanceDiT", model=model, double_layers="1", single_layers="", scale=3.0,
+                            start_percent=0.0, end_percent=1.0, rescaling_scale=0.0).outputs[0]
+
+
 def test_core_skip_layer_guidance_changes_cosmos3(tiny):
     """SkipLayerGuidanceDiT's skipped-layer call used to run every layer on Cosmos3 (its patch was ignored), so
     its guidance term was zero; it now skips the named layer and changes the result."""
-    tiny.ns.load_extra_nodes("nodes_slg.py")
     plain = tiny.sample(tiny.model, steps=STEPS)
-    slg = tiny.ns.run_node("SkipLayerGuidanceDiT", model=tiny.model, double_layers="1", single_layers="", scale=3.0,
-                           start_percent=0.0, end_percent=1.0, rescaling_scale=0.0).outputs[0]
-    assert rel(tiny.sample(slg, steps=STEPS), plain) > 1e-2
+    assert rel(tiny.sample(_skip_layer_guidance(tiny, tiny.model), steps=STEPS), plain) > 1e-2
+
+
+def test_skip_layer_guidance_with_seacache_on_cosmos3(tiny):
+    """SeaCache before or after skip-layer guidance: threshold 0 is bit-identical to the guided graph without
+    SeaCache; at the default threshold SeaCache reuses and its error stays within 1.5x of its own on the plain graph."""
+    from composition_cases import rel_error
+
+    steps = 12
+    plain, guided = tiny.sample(tiny.model, steps=steps), tiny.sample(_skip_layer_guidance(tiny, tiny.model), steps=steps)
+    alone = tiny.seacache()
+    error_alone = rel_error(tiny.sample(alone, steps=steps), plain)
+    for build in (lambda **kw: _skip_layer_guidance(tiny, tiny.seacache(**kw)),
+                  lambda **kw: tiny.seacache(_skip_layer_guidance(tiny, tiny.model), **kw)):
+        assert torch.equal(tiny.sample(build(threshold=0.0), steps=steps), guided)
+        cached = build()
+        error = rel_error(tiny.sample(cached, steps=steps), guided)
+        report = last_report(cached)
+        print(f"\nCosmos3 + SkipLayerGuidanceDiT: error {error:.4f} (reused {report['reused']}/{report['calls']}), "
+              f"SeaCache alone {error_alone:.4f} (reused {last_report(alone)['reused']})")
+        assert report["reused"] > 0 and error <= 1.5 * error_alone
 
 
 def test_seacache_skips_block_patches_with_the_stack(tiny):
