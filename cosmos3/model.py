@@ -10,6 +10,7 @@ returns hidden states before ``norm_moe_gen``, or after it when ``transformer_op
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -109,6 +110,17 @@ def frame_mask_from(cond_mask: torch.Tensor | None, batch: int, frames: int, dev
     return m > 0.5
 
 
+LAYER_PATCH_KIND = "double_block"
+"""Generator layer ``i`` is replaced by ``transformer_options["patches_replace"]["dit"][(LAYER_PATCH_KIND, i)]``
+when present, the way ComfyUI's core DiT models offer their blocks (so block-patch nodes such as skip-layer guidance
+work with their "double" layer list). The patch is called ``patch(args, {"original_block": fn})`` and returns a dict
+whose ``"img"`` is the layer's output; ``fn(args)`` runs the layer itself. ``args``: ``"img"`` the generator hidden
+states [B, N, D]; ``"txt"`` the layer's cached text ``(keys, values)`` [B, Hkv, L, Dh] (read-only); ``"text_lengths"``
+each prompt's length when padded, else None; ``"pe"`` the rotary ``(cos, sin)`` of the generator tokens;
+``"transformer_options"`` the call's options (with ``block_index``, ``total_blocks`` and ``block_type`` set as core
+models set them). Patches run inside the generator stack, so a step cache that reuses the stack skips them too."""
+
+
 class Cosmos3Transformer(nn.Module):
     """Cosmos3 omni transformer restricted to vision generation (text-to-video/image, image-to-video).
 
@@ -175,12 +187,28 @@ class Cosmos3Transformer(nn.Module):
     def run_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
         """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``, or after
         it when ``inputs.boundary`` is ``"after_norm"``."""
+        options = inputs.transformer_options
         host_ids = inputs.host.token_ids if inputs.host is not None else None
-        text = self.text_kv(inputs.token_ids, hidden.dtype, inputs.transformer_options, host_ids)
-        attention = self.bind_attention(inputs.transformer_options)
-        for layer, (k, v) in zip(self.layers, text.layers):
-            hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, text.lengths, attention)
+        text = self.text_kv(inputs.token_ids, hidden.dtype, options, host_ids)
+        attention = self.bind_attention(options)
+        replace = options.get("patches_replace", {}).get("dit", {})
+        options["total_blocks"], options["block_type"] = len(self.layers), "double"
+        for i, (layer, (k, v)) in enumerate(zip(self.layers, text.layers)):
+            options["block_index"] = i
+            patch = replace.get((LAYER_PATCH_KIND, i))
+            if patch is None:
+                hidden = layer.gen_step(hidden, k, v, inputs.cos, inputs.sin, text.lengths, attention)
+            else:
+                args = {"img": hidden, "txt": (k, v), "text_lengths": text.lengths, "pe": (inputs.cos, inputs.sin),
+                        "transformer_options": options}
+                hidden = patch(args, {"original_block": functools.partial(self._original_layer, layer)})["img"]
         return self.norm_moe_gen(hidden) if inputs.boundary == "after_norm" else hidden
+
+    def _original_layer(self, layer: Cosmos3Layer, args: dict) -> dict:
+        """One layer's generator pathway on a block-replace patch's ``args`` (see :data:`LAYER_PATCH_KIND`)."""
+        (k, v), (cos, sin) = args["txt"], args["pe"]
+        attention = self.bind_attention(args["transformer_options"])
+        return {"img": layer.gen_step(args["img"], k, v, cos, sin, args["text_lengths"], attention)}
 
     def bind_attention(self, transformer_options: dict):
         """The attention function for this call's generator layers; hosts whose attention reads per-call options

@@ -26,6 +26,9 @@ GEN_STACK_WRAPPER = "cosmos3_gen_stack"
 generator stack as a whole."""
 
 
+LORA_PREFIXES = ("transformer.", "base_model.model.", "")
+"""Prefixes of diffusers/PEFT LoRA keys before a weight's module name (see :meth:`Cosmos3.lora_key_aliases`)."""
+
 COMFY_ATTENTION_HAS_GQA = hasattr(comfy.ops, "repeat_kv_for_gqa")
 """Whether this ComfyUI's attention functions take ``enable_gqa`` (grouped K/V heads without repeating them)."""
 
@@ -143,6 +146,19 @@ class Cosmos3(comfy.model_base.BaseModel):
         batch, _, frames, height, width = input_shape
         return activation_bytes(cfg, batch * cfg.token_count(frames, height, width), self.manual_cast_dtype or self.get_dtype())
 
+    def lora_key_aliases(self) -> dict[str, str]:
+        """LoRA keys of diffusers/PEFT trainers for each weight (alias -> ``diffusion_model.<name>.weight``): the
+        diffusers Cosmos3 module names equal this model's, so a LoRA trained on it names ``transformer.<name>``
+        (diffusers), ``base_model.model.<name>`` (PEFT) or ``<name>``. Read by :mod:`.lora_keys`; ComfyUI's own
+        (``diffusion_model.<name>``) and kohya (``lora_unet_<name_with_underscores>``) formats load without it."""
+        aliases = {}
+        for key in self.state_dict().keys():
+            if key.startswith("diffusion_model.") and key.endswith(".weight"):
+                name = key[len("diffusion_model.") : -len(".weight")]
+                for prefix in LORA_PREFIXES:
+                    aliases[prefix + name] = key
+        return aliases
+
     def get_dynamic_vram__units(self):
         """Dynamic VRAM load order: the generator pathway in call order first; the text pathway, which runs once
         per prompt and run (its K/V are cached), last."""
@@ -169,9 +185,31 @@ class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
 
 
 
+class HookAwareTextKVCache(TextKVCache):
+    """The run's text K/V cache, its entries keyed also by the weight hooks applied for the call: ComfyUI's hooks
+    (a LoRA on one conditioning, keyframed strengths) patch the text pathway's weights in the middle of a run, so
+    the same prompt can meet other weights. Without hooks the keys are the plain ones."""
+
+    def __init__(self, base_model):
+        super().__init__()
+        self.base_model = base_model
+
+    def _with_hooks(self, key: tuple) -> tuple:
+        """``key`` plus each applied hook and its strength at this step (what decides the hooked weights)."""
+        hooks = getattr(getattr(self.base_model, "current_patcher", None), "current_hooks", None)
+        return key if hooks is None else (key, tuple((hook, hook.strength) for hook in hooks.hooks))
+
+    def get(self, key):
+        return super().get(self._with_hooks(key))
+
+    def put(self, key, entry):
+        super().put(self._with_hooks(key), entry)
+
+
 def text_kv_outer_sample(executor, *args, **kwargs):
-    """Give each sampling run its own text K/V cache (the text pathway then runs once per prompt per run)."""
-    cache = TextKVCache()
+    """Give each sampling run its own text K/V cache (the text pathway then runs once per prompt, weight hooks
+    and run)."""
+    cache = HookAwareTextKVCache(executor.class_obj.model_patcher.model)
     try:
         with run_scoped_option(executor.class_obj, TEXT_KV_CACHE_KEY, cache):
             return executor(*args, **kwargs)

@@ -8,6 +8,7 @@ from .conditioning import Cosmos3DistilledScheduler, Cosmos3EmptyLatentVideo, Co
 from .cosmos3_guidance import Cosmos3CFGGuider
 from .cosmos3_prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative, Cosmos3TextEncode, Cosmos3TextEncodeNegative
 from .loader import Cosmos3Loader
+from .lora_keys import install_model_lora_aliases
 from .seacache_apply import SeaCacheApply
 from .seacache_stats import SeaCacheStats
 
@@ -16,6 +17,7 @@ class SeaCacheExtension(ComfyExtension):
     """SeaCache Apply/Stats and the native Cosmos3 loader and conditioning nodes."""
 
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        install_model_lora_aliases()  # diffusers/PEFT LoRA keys for the native Cosmos3 (nodes/lora_keys.py)
         return [
             Cosmos3Loader,
             Cosmos3PromptEncode,

@@ -18,11 +18,12 @@ def seacache(ns, model, node_id="7", **overrides):
     return ns.run_node("SeaCacheApply", hidden={"UNIQUE_ID": node_id}, model=model, **{**APPLY_DEFAULTS, **overrides}).outputs[0]
 
 
-def sample(ns, model, spec, steps=12, batch=1, seed=3, cfg=4.0, sampler="euler", scheduler="simple"):
-    """Final latent of a CFG run of ``model`` on an empty latent of the spec's shape."""
+def sample(ns, model, spec, steps=12, batch=1, seed=3, cfg=4.0, sampler="euler", scheduler="simple", positive=None, negative=None):
+    """Final latent of a CFG run of ``model`` on an empty latent of the spec's shape (random prompt embeddings
+    unless ``positive``/``negative`` conditionings are given)."""
     run = ns.run_node
-    positive = tiny_comfy_models.conditioning(spec, seed=1)
-    negative = tiny_comfy_models.conditioning(spec, seed=2)
+    positive = positive if positive is not None else tiny_comfy_models.conditioning(spec, seed=1)
+    negative = negative if negative is not None else tiny_comfy_models.conditioning(spec, seed=2)
     guider = run("CFGGuider", model=model, positive=positive, negative=negative, cfg=cfg).outputs[0]
     sampler_obj = run("KSamplerSelect", sampler_name=sampler).outputs[0]
     noise = run("RandomNoise", noise_seed=seed).outputs[0]

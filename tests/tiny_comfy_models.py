@@ -58,6 +58,15 @@ SPECS = {
                                              axes_dims_rope=(8, 12, 12)), (16, 16, 16), 64, family="image"),
 }
 
+# Wan variants whose control inputs ride on the model's own inputs (composition tests, not the any-model matrix).
+CONTROL_SPECS = {
+    "wan21_vace": TinySpec("WAN21_Vace", ("comfy.ldm.wan.model", "VaceWanModel"),
+                           {**WAN, "model_type": "vace", "in_dim": 16, "out_dim": 16, "vace_layers": 1, "vace_in_dim": 96},
+                           (16, 3, 8, 8), 4096),
+    "wan21_fun_control": TinySpec("WAN21_FunControl2V", WAN_CLASS, {**WAN, "model_type": "i2v", "in_dim": 48, "out_dim": 16},
+                                  (16, 3, 8, 8), 4096),
+}
+
 # A larger Wan and Flux for the benchmark, where the block stack dominates a call.
 MEDIUM = {
     "wan21_t2v": dataclasses.replace(SPECS["wan21_t2v"], unet={**SPECS["wan21_t2v"].unet, "dim": 384, "ffn_dim": 1536, "num_heads": 3, "num_layers": 6}, latent=(16, 3, 16, 16)),
@@ -65,7 +74,7 @@ MEDIUM = {
 }
 
 
-def _accepted(unet: dict, model_class) -> dict:
+def accepted_arguments(unet: dict, model_class) -> dict:
     """The constructor arguments this ComfyUI's model class takes (the fields of its params dataclass for Flux
     and HunyuanVideo, which pass their keyword arguments on to one)."""
     module = importlib.import_module(model_class.__module__)
@@ -79,7 +88,7 @@ def _accepted(unet: dict, model_class) -> dict:
     return {k: v for k, v in unet.items() if k in signature.parameters}
 
 
-def _randomize(module: torch.nn.Module, seed: int) -> None:
+def randomize(module: torch.nn.Module, seed: int) -> None:
     """Seeded random weights: norm scales 1, everything else N(0, 0.05^2)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -95,13 +104,13 @@ def build(name: str, seed: int = 0, medium: bool = False):
     import comfy.model_patcher
     import comfy.supported_models
 
-    spec = (MEDIUM if medium else SPECS)[name]
+    spec = MEDIUM[name] if medium else {**SPECS, **CONTROL_SPECS}[name]
     module, class_name = spec.model_class
-    unet = _accepted(spec.unet, getattr(importlib.import_module(module), class_name))
+    unet = accepted_arguments(spec.unet, getattr(importlib.import_module(module), class_name))
     config = getattr(comfy.supported_models, spec.config)(unet)
     config.set_inference_dtype(torch.float32, None)
     base = config.get_model({}, device=torch.device("cpu"))
-    _randomize(base.diffusion_model, seed)
+    randomize(base.diffusion_model, seed)
     patcher_class = getattr(comfy.model_patcher, "CoreModelPatcher", comfy.model_patcher.ModelPatcher)
     return patcher_class(base, load_device=torch.device("cpu"), offload_device=torch.device("cpu"))
 

@@ -13,6 +13,12 @@ The block patches are placed at run start, when every patch of the final MODEL i
 replaces (``patches_replace["dit"]``, before or after SeaCache Apply) keeps its patch, which SeaCache's patch
 calls on computed calls and skips with the stack on reused ones. Only the exact classes listed are patched:
 subclasses (VACE, camera, S2V, HuMo ...) add work between blocks and fall back to the diffusion-model seam.
+
+What these models add between blocks, outside the block-replace patches, is part of the stack too: ControlNet
+residuals (the ``control`` argument: ``"input"`` after double blocks, ``"output"`` after single blocks) and
+``transformer_options["patches"]["double_block"]`` model patches (DiffSynth ControlNets and the like). The
+residual a computed call records contains them, up to the last block's output; the last block's own entries come
+after it. So on a reused call :class:`StackInputs` lets only the last block's entries through: each counts once.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from __future__ import annotations
 import importlib
 import math
 
+import comfy.patcher_extension
 import torch
 
-from .base import Seam
+from .base import WRAPPER_KEY, Seam
 from .call import CALL_OPTION, StackCall
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
@@ -34,6 +41,10 @@ FAMILIES = {
     ("comfy.ldm.flux.model", "Flux"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in"),
     ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): ((("double_block", "transformer_blocks"),), "img_in"),
 }
+CONTROL_KINDS = {"input": "double_block", "output": "single_block"}
+"""``control`` lists of per-block residuals -> the kind of block each entry is added after."""
+PATCH_KINDS = ("double_block",)
+"""``transformer_options["patches"]`` lists these models call after each block of that kind."""
 
 
 def _family(diffusion_model):
@@ -85,6 +96,7 @@ class BlockPatch:
             call.image_slice = None
             if predicted is not None:
                 return {**_passthrough(args), "img": predicted}
+            args = {**args, "img": args["img"].clone()}  # the recorded stack input: some blocks add to theirs in place
         elif call.reusing:
             return _passthrough(args)
         if self.joins:
@@ -109,6 +121,54 @@ def _locate(joint: torch.Tensor, image: torch.Tensor) -> slice:
     if matches[1]:
         return last
     raise RuntimeError("SeaCache: cannot find the image tokens in the joint stream of the single-stream blocks.")
+
+
+class StackEntries(list):
+    """A ``control`` list of per-block residuals; on a reused call, entries of blocks inside the skipped stack read
+    as None (the model then adds nothing there), only ``keep``'s (the stack's last block) still counts."""
+
+    def __init__(self, entries, call: StackCall, keep: int | None):
+        super().__init__(entries)
+        self.call, self.keep = call, keep
+
+    def __getitem__(self, index):
+        if self.call.reusing and isinstance(index, int) and index != self.keep:
+            return None
+        return super().__getitem__(index)
+
+
+class StackPatch:
+    """A block model patch that, on a reused call, passes the streams through except after block ``keep``."""
+
+    def __init__(self, patch, call: StackCall, keep: int | None):
+        self.patch, self.call, self.keep = patch, call, keep
+
+    def __call__(self, args: dict) -> dict:
+        if self.call.reusing and args.get("block_index") != self.keep:
+            return args
+        return self.patch(args)
+
+
+class StackInputs:
+    """APPLY_MODEL wrapper inside SeaCache's gate: hands the model ``control`` and block patches that count once on
+    a reused call (see the module docstring); ``last`` is the stack's last block ``(kind, number)``."""
+
+    def __init__(self, last: tuple[str, int]):
+        self.last = last
+
+    def _keep(self, kind: str) -> int | None:
+        return self.last[1] if kind == self.last[0] else None
+
+    def __call__(self, executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
+        call: StackCall | None = transformer_options.get(CALL_OPTION)
+        if call is not None and isinstance(control, dict):
+            control = {key: StackEntries(entries, call, self._keep(CONTROL_KINDS[key]))
+                       if key in CONTROL_KINDS and entries is not None else entries for key, entries in control.items()}
+        patches = transformer_options.get("patches", {})
+        if call is not None and any(kind in patches for kind in PATCH_KINDS):
+            gated = {kind: [StackPatch(p, call, self._keep(kind)) for p in patches[kind]] for kind in PATCH_KINDS if kind in patches}
+            transformer_options = {**transformer_options, "patches": {**patches, **gated}}
+        return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
 
 
 def _blocks(diffusion_model, stacks) -> list[tuple[str, int]]:
@@ -139,6 +199,9 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
                 double_end=has_single and index == double_count - 1,
                 inner=replaced.get(key),
             )
+        # registered after SeaCache's gate (the MODEL's wrappers come first in the run's options): runs inside it
+        comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
+                                                     StackInputs(blocks[-1]), run_options, is_model_options=True)
 
     def residual_numel(model, input_shape) -> int:
         return embedded_numel(model.get_submodule(embedding), input_shape)
