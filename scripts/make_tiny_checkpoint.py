@@ -11,7 +11,7 @@
 Presets (see PRESETS): ``tiny`` (Nano layout; tests, seconds on a CPU), ``medium`` (benchmarks: large enough that
 the generator stack dominates a call, as in Cosmos3-Nano), and one tiny checkpoint per family member's layout and
 architecture: ``tiny-edge``, ``tiny-super``, ``tiny-t2i``, ``tiny-i2v``, ``tiny-t2i-4step``, ``tiny-i2v-4step``,
-``tiny-bias``. Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
+``tiny-bias``, and ``tiny-sound`` (a ``sound_gen`` transformer with 8 sound latent channels). Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
 public checkpoints as far as they are documented. The transformer also carries ``lm_head``/``norm`` tensors like
 the official checkpoint, which the loader skips.
 
@@ -77,6 +77,7 @@ PRESETS = {
     "tiny-t2i-4step": Preset(TINY_SIZES, negative_prompt=False, distilled_sigmas=FOUR_STEP_SIGMAS),
     "tiny-i2v-4step": Preset(TINY_SIZES, weight_stem="model", negative_prompt=False, distilled_sigmas=FOUR_STEP_SIGMAS),
     "tiny-bias": Preset(TINY_SIZES, {"attention_bias": True}),
+    "tiny-sound": Preset(TINY_SIZES, {"sound_gen": True, "sound_dim": 8}),
 }
 # tiny-edge: Edge's relu2 backbone. Its QK-norm switches are not published, so the preset also takes the other
 # switch diffusers offers (text keys normalised for the generator only) to cover it in a checkpoint too.
