@@ -3,6 +3,7 @@
     <root>/transformer/config.json, <stem>-0000k-of-0000n.safetensors + <stem>.safetensors.index.json
                    (stem ``diffusion_pytorch_model`` as diffusers writes it, or ``model`` as some re-uploads do)
     <root>/vae/            tiny diffusers AutoencoderKLWan (Wan2.2 layout)
+    <root>/sound_tokenizer/ tiny diffusers Cosmos3AVAEAudioTokenizer (sound presets only)
     <root>/text_tokenizer/ tiny tokenizer with a chat template (or its files at the root, as some Edge uploads)
     <root>/scheduler/scheduler_config.json
     <root>/assets/negative_prompt.json (structured JSON, absent for Super-style presets)
@@ -139,6 +140,10 @@ def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards:
     _write_json(os.path.join(transformer, "config.json"), {"_class_name": "Cosmos3OmniTransformer", **config.to_dict()})
     write_sharded(random_transformer_state(config, seed), transformer, shards, spec.weight_stem)
     write_tiny_vae(os.path.join(root, "vae"), seed=seed)
+    if config.sound_gen:
+        from tiny_audio_vae import write_tiny_audio_vae
+
+        write_tiny_audio_vae(os.path.join(root, "sound_tokenizer"), seed=seed)
     write_tiny_tokenizer(root if spec.tokenizer_at_root else os.path.join(root, "text_tokenizer"), spec.tokenizer_flavour)
     scheduler = DISTILLED_SCHEDULER if spec.distilled_sigmas else UNIPC_SCHEDULER
     _write_json(os.path.join(root, "scheduler", "scheduler_config.json"), scheduler)
