@@ -46,7 +46,7 @@ def run_core_model(ns, model: str, preset: str, steps: int, repeats: int) -> Non
     print(f"model: {model} ({type(plain_model.model.diffusion_model).__name__}, preset {preset}, {params / 1e6:.1f}M params), "
           f"latent {[1, *spec.latent]}, euler, CFG 5 (cond+uncond batched), {steps} steps, SeaCache defaults")
     print(f"seam: {report['seam']}")
-    print(f"steps: {steps}   gated calls: {report['calls']}   reused: {report['reused']}   computed: {report['full']}")
+    print(f"steps: {steps}   gated calls: {report['calls']}   reused: {report['reused']}   computed: {report['ran']}")
     print(f"wall time: uncached {t_plain:.2f} s, SeaCache {t_cached:.2f} s (median of {repeats})")
     print(f"measured speedup: {t_plain / t_cached:.2f}x   ideal (calls/full): {report['speedup']:.2f}x")
     print(f"max relative difference of the final latent vs uncached: {diff:.3f} (random weights: not a quality measure)")

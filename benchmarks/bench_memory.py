@@ -21,8 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cosmos3 import Cosmos3Config  # noqa: E402
 from cosmos3.memory import (  # noqa: E402
-    GENERATOR, GIB, SHARED, TEXT, gib, meta_model, plan, run_memory, unread_parameters, weight_bytes,
+    GENERATOR, GIB, SHARED, TEXT, generator_tokens, gib, meta_model, plan, run_memory, unread_parameters,
+    weight_bytes,
 )
+from seacache_core import SeaCacheConfig  # noqa: E402
 
 SIZES = ((832, 480, 93), (1280, 720, 189))
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -79,7 +81,10 @@ def main() -> None:
     runs = {}
     for w, h, f in SIZES:
         for label, dtype in DTYPES.items():
-            runs[(w, h, f, label)] = run_memory(config, w, h, f, dtype, prompt_tokens=prompts, model=models[label])
+            history = len(prompts) * SeaCacheConfig(order=1).history_bytes(
+                generator_tokens(config, w, h, f) * config.hidden_size, torch.bfloat16.itemsize)
+            runs[(w, h, f, label)] = run_memory(config, w, h, f, dtype, prompt_tokens=prompts, history=history,
+                                                model=models[label])
         m = runs[(w, h, f, "bf16")]
         grid = ((f - 1) // config.temporal_compression + 1, h // 16, w // 16)
         print(f"| {w}x{h}x{f} | {grid} | {m.tokens:,} | {gib(m.activations)} | {gib(m.text_kv)} | "

@@ -143,7 +143,7 @@ def run_pairs(pairs: range, steps: int, quick: bool, folder: str = proxy.PROXY_D
                         session = SeaCacheSession(config)
                         session.set_schedule(reference_sigmas(steps, shift))
                         x = run(stack=SeaCachedCosmos3(model, session), boundary=config.residual_boundary)
-                        full = session.stats.full
+                        full = session.stats.ran
                         full_of[(v.name, threshold)] = full
                         session.release()
                     else:

@@ -105,7 +105,7 @@ def main() -> None:
         wall = time.perf_counter() - start
         decisions = ["computed"] * len(times)
         if kind == "cached":
-            decisions = [r["decision"] for r in cached_model.model_options["transformer_options"]["seacache"].last_run["records"]]
+            decisions = [r["decision"] for r in cached_model.model_options["transformer_options"]["seacache_settings"].last_run["records"]]
         return dict(wall=wall, times=times, decisions=decisions, out=out)
 
     sample("plain")  # warm-ups, one per variant (allocator, thread pools, the gate's first call)
@@ -114,7 +114,7 @@ def main() -> None:
     order = pair_order(args.repeats)
     for kind in order:
         runs[kind].append(sample(kind))
-    report = cached_model.model_options["transformer_options"]["seacache"].last_run
+    report = cached_model.model_options["transformer_options"]["seacache_settings"].last_run
     decisions = [r["decision"] for r in report["records"]]
     ideal = report["speedup"]
 
@@ -130,7 +130,7 @@ def main() -> None:
     measured = statistics.median(wall_plain) / statistics.median(wall_cached)
     # Wall time the cached run would take if its calls cost what the uncached run's calls cost: the
     # ratio SeaCache itself explains, free of the machine's speed changing between the two variants.
-    calls, full, reused = report["calls"], report["full"], report["reused"]
+    calls, full, reused = report["calls"], report["ran"], report["reused"]
     model_ratio = (calls * plain_ms) / (full * plain_ms + reused * reused_ms) if reused_calls else 1.0
     diff = (runs["cached"][-1]["out"] - runs["plain"][-1]["out"]).abs().max() / runs["plain"][-1]["out"].abs().max()
 

@@ -1,6 +1,6 @@
-"""Memory accounting of a Cosmos3 video run: weights per pathway and dtype, activations, text K/V, SeaCache
-history, VAE decode, and a plan for a card of a given size. Torch only; nothing is allocated (the model is
-built on the meta device), so the plan holds without a GPU and a host can use it for its memory estimates.
+"""Memory accounting of a Cosmos3 video run: weights per pathway and dtype, activations, text K/V, a step
+cache's history (a figure the cache gives), VAE decode, and a plan for a card of a given size. Torch only; nothing
+is allocated (the model is built on the meta device), so the plan holds without a GPU and a host can use it for its memory estimates.
 
 Pathways: the text pathway (``embed_tokens`` and each layer's und projections, QK norms, MLP and norms) runs
 once per prompt and sampling run, its per-layer keys/values cached; the generator pathway (``add_*`` projections,
@@ -91,17 +91,12 @@ def text_kv_bytes(config: Cosmos3Config, prompt_tokens: list[int], dtype: torch.
     return len(prompt_tokens) * max(prompt_tokens) * per_token
 
 
-def history_bytes(config: Cosmos3Config, tokens: int, branches: int = 2, order: int = 1,
-                  dtype: torch.dtype = torch.bfloat16) -> int:
-    """SeaCache residual history at its fullest: ``order + 1`` residuals [1, tokens, hidden] per branch."""
-    elem = torch.empty((), dtype=dtype).element_size()
-    return branches * (order + 1) * tokens * config.hidden_size * elem
-
-
 def activation_bytes(config: Cosmos3Config, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
     """Estimated activation peak of one model call over ``tokens`` generator tokens (all batch items).
 
-    The peak is inside a layer's MLP: the stack input (held for the residual), the layer input, the hidden
+    This is the one activation model of the pack (the memory plan, the ComfyUI model's ``memory_required`` and
+    the benchmarks use it): it is derived from the layer's code rather than fitted, and the GPU benchmark prints
+    the measured peak beside it. The peak is inside a layer's MLP: the stack input (held for the residual), the layer input, the hidden
     states after attention, the normalised MLP input (4 x hidden) and silu(gate), up and their product
     (3 x intermediate) per token. Attention is assumed memory-efficient (no tokens^2 matrix), as with
     PyTorch SDPA flash/efficient kernels; matmul workspaces are not counted."""
@@ -130,14 +125,14 @@ class RunMemory:
     activations: int
     text_activations: int  # the text pathway's own peak while it encodes the prompts
     text_kv: int
-    history: int
+    history: int  # a step cache's state on the device at its fullest (SeaCache's residual history), 0 without one
     vae_weights: int
     vae_decode: int
     prompt_tokens: tuple[int, ...] = field(default=(512, 512))
 
     def denoise_bytes(self, text_resident: bool, history_on_device: bool) -> int:
         """Device bytes during the denoising loop: generator (and shared) weights, the text weights only when
-        they stay resident, activations, cached text K/V and, on the device, the SeaCache history."""
+        they stay resident, activations, cached text K/V and, on the device, the step cache's history."""
         weights = self.weights[GENERATOR] + self.weights[SHARED] + (self.weights[TEXT] if text_resident else 0)
         return weights + self.activations + self.text_kv + (self.history if history_on_device else 0)
 
@@ -148,8 +143,9 @@ class RunMemory:
 
 def run_memory(config: Cosmos3Config, width: int, height: int, frames: int, weight_dtype: torch.dtype = torch.bfloat16,
                compute_dtype: torch.dtype = torch.bfloat16, prompt_tokens: tuple[int, ...] = (512, 512),
-               order: int = 1, model: torch.nn.Module | None = None) -> RunMemory:
-    """All figures of one setting: ``len(prompt_tokens)`` branches batched in each call (cond + uncond)."""
+               history: int = 0, model: torch.nn.Module | None = None) -> RunMemory:
+    """All figures of one setting: ``len(prompt_tokens)`` branches batched in each call (cond + uncond);
+    ``history`` is the step cache's own figure for it (see ``SeaCacheConfig.history_bytes``)."""
     model = model if model is not None else meta_model(config, weight_dtype)
     tokens = generator_tokens(config, width, height, frames)
     batch = len(prompt_tokens)
@@ -160,22 +156,9 @@ def run_memory(config: Cosmos3Config, width: int, height: int, frames: int, weig
         activation_bytes(config, batch * tokens, compute_dtype),
         activation_bytes(config, batch * max(prompt_tokens), compute_dtype),
         text_kv_bytes(config, list(prompt_tokens), compute_dtype),
-        history_bytes(config, tokens, batch, order, compute_dtype),
+        history,
         vae_w, vae_ws, tuple(prompt_tokens),
     )
-
-
-def sampling_memory_bytes(config: Cosmos3Config, input_shape, dtype: torch.dtype, prompt_tokens: int = 512,
-                          seacache_order: int | None = None, history_on_device: bool = True) -> int:
-    """Bytes a host should reserve beside the weights for one model call on a latent of ``input_shape``
-    [B, C, T, H, W]: activations, the text K/V of B prompts and, with SeaCache (``seacache_order`` set), the
-    residual history of B branches when it lives on the device."""
-    batch, _, frames, height, width = input_shape
-    tokens = config.token_count(frames, height, width)
-    total = activation_bytes(config, batch * tokens, dtype) + text_kv_bytes(config, [prompt_tokens] * batch, dtype)
-    if seacache_order is not None and history_on_device:
-        total += history_bytes(config, tokens, batch, seacache_order, dtype)
-    return total
 
 
 @dataclass(frozen=True)
@@ -217,6 +200,5 @@ def nbytes(tensors) -> int:
 
 __all__ = [
     "GENERATOR", "GIB", "SHARED", "TEXT", "PlanRow", "RunMemory", "activation_bytes", "generator_tokens", "gib",
-    "history_bytes", "latent_grid", "meta_model", "nbytes", "pathway_of", "plan", "run_memory",
-    "sampling_memory_bytes", "text_kv_bytes", "unread_parameters", "vae_decode_bytes", "weight_bytes",
+    "latent_grid", "meta_model", "nbytes", "pathway_of", "plan", "run_memory", "text_kv_bytes", "unread_parameters", "vae_decode_bytes", "weight_bytes",
 ]

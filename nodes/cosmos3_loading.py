@@ -19,18 +19,12 @@ import comfy.patcher_extension
 import comfy.utils
 
 from ..cosmos3 import check_checkpoint, expected_tensors, read_config, require_cosmos3_keys, shard_files, tensor_shapes
-from .cosmos3_model import (
-    Cosmos3ModelConfig,
-    estimate_with_sampling_patcher,
-    keep_conditioned_outer_sample,
-    text_kv_outer_sample,
-)
+from .cosmos3_model import Cosmos3ModelConfig, keep_conditioned_outer_sample, text_kv_outer_sample
 
 log = logging.getLogger(__name__)
 
 TEXT_KV_WRAPPER_KEY = "cosmos3_text_kv"
 KEEP_WRAPPER_KEY = "cosmos3_keep_conditioned"
-ESTIMATE_WRAPPER_KEY = "cosmos3_memory_estimate"
 WEIGHT_DTYPES = {"default": None, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
 
@@ -109,7 +103,5 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     outer_sample = comfy.patcher_extension.WrappersMP.OUTER_SAMPLE
     patcher.add_wrapper_with_key(outer_sample, TEXT_KV_WRAPPER_KEY, text_kv_outer_sample)
     patcher.add_wrapper_with_key(outer_sample, KEEP_WRAPPER_KEY, keep_conditioned_outer_sample)
-    prepare = comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING
-    patcher.add_wrapper_with_key(prepare, ESTIMATE_WRAPPER_KEY, estimate_with_sampling_patcher)
     patcher.cached_patcher_init = (load_cosmos3_model, (path, weight_dtype))
     return patcher

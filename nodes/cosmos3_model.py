@@ -17,12 +17,13 @@ import comfy.supported_models_base
 from comfy.ldm.modules.attention import optimized_attention
 
 from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
+from ..cosmos3.memory import activation_bytes
 from ..cosmos3.ops import expand_kv_heads, sdpa_attention
 from .run_scope import run_scoped_option
-from .seacache_runtime import SETTINGS_KEY as SEACACHE_SETTINGS_KEY
 
 GEN_STACK_WRAPPER = "cosmos3_gen_stack"
-"""Wrapper type a step cache registers (``ModelPatcher.add_wrapper_with_key``) to wrap ``run_gen_stack``."""
+"""Wrapper type around ``run_gen_stack`` (``ModelPatcher.add_wrapper_with_key``), for nodes that work on the
+generator stack as a whole."""
 
 
 COMFY_ATTENTION_HAS_GQA = hasattr(comfy.ops, "repeat_kv_for_gqa")
@@ -131,21 +132,13 @@ class Cosmos3(comfy.model_base.BaseModel):
         a ModelSamplingSD3-style node patches in a x1000 mapping, which is undone here."""
         return timestep / self.model_sampling.multiplier
 
-    def memory_required(self, input_shape, cond_shapes={}, model_options=None, **kwargs):
-        """Peak activation bytes of one call, linear in the generator token count (memory-efficient attention is
-        assumed; ComfyUI splits attention when it is not available), plus SeaCache's residual history when the
-        sampling model has SeaCache applied. Newer ComfyUI passes the run's ``model_options``; otherwise the
-        options of the patcher currently sampling are read."""
+    def memory_required(self, input_shape, cond_shapes={}, **kwargs):
+        """Peak activation bytes of one call (:func:`cosmos3.memory.activation_bytes` over the generator tokens of the
+        whole batch; memory-efficient attention is assumed, ComfyUI splits attention when it is not available).
+        Newer keywords ComfyUI may pass are accepted and ignored."""
         cfg = self.diffusion_model.config
         batch, _, frames, height, width = input_shape
-        tokens = cfg.token_count(frames, height, width)
-        size = comfy.model_management.dtype_size(self.manual_cast_dtype or self.get_dtype())
-        per_token = 3 * cfg.intermediate_size + 8 * cfg.hidden_size
-        if model_options is None:
-            model_options = getattr(self.current_patcher, "model_options", None) or {}
-        settings = (model_options.get("transformer_options") or {}).get(SEACACHE_SETTINGS_KEY)
-        history = batch * settings.config.history_bytes(tokens * cfg.hidden_size, size) if settings is not None else 0
-        return batch * tokens * per_token * size * 1.2 + history
+        return activation_bytes(cfg, batch * cfg.token_count(frames, height, width), self.manual_cast_dtype or self.get_dtype())
 
     def get_dynamic_vram__units(self):
         """Dynamic VRAM load order: the generator pathway in call order first; the text pathway, which runs once
@@ -193,15 +186,3 @@ def keep_conditioned_outer_sample(executor, noise, latent_image, sampler, sigmas
     mask = comfy.sampler_helpers.prepare_mask(denoise_mask, out.shape, out.device)
     return out * mask + latent_image.to(out) * (1.0 - mask)
 
-
-def estimate_with_sampling_patcher(executor, model, *args, **kwargs):
-    """Make the patcher being prepared the model's current patcher while ComfyUI estimates its memory (ComfyUI does
-    so itself right after), so :meth:`Cosmos3.memory_required` sees its options (SeaCache's residual history) on
-    versions whose estimate passes no ``model_options``. The previous value comes back however it ends."""
-    base = model.model
-    previous = base.current_patcher
-    base.current_patcher = model
-    try:
-        return executor(model, *args, **kwargs)
-    finally:
-        base.current_patcher = previous

@@ -7,27 +7,40 @@ import comfy.patcher_extension
 from comfy_api.latest import io
 
 from ..seacache_core import SeaCacheConfig, validate_window
-from .seacache_runtime import SETTINGS_KEY, SeaCacheSettings, outer_sample_wrapper
+from .composition import refuse_other_caches
+from .seacache_runtime import (
+    SETTINGS_OPTION,
+    SeaCacheSettings,
+    count_history_in_memory_estimate,
+    gate_model_call,
+    outer_sample_wrapper,
+)
 from .seams import WRAPPER_KEY, remove_seacache, select_seam
-from .seams.sampling import flow_view
+from .seams.sampling import flow_scale_and_sigma
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 
 
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
-    """A clone of ``model`` with SeaCache installed at the deepest seam the model allows (replacing an earlier
-    application); ``model`` is untouched. Bad models fail here, before sampling. ``auto_order`` takes the seam's
-    residual order instead of the one in ``settings``."""
+    """A clone of ``model`` with SeaCache's wrappers (replacing an earlier application); ``model`` is untouched.
+    Bad models and other step caches fail here, before sampling; the seam is chosen again at run start for the
+    final MODEL. ``auto_order`` takes the seam's residual order instead of the one in ``settings``."""
     patched = model.clone()
     remove_seacache(patched)
-    seam = select_seam(patched)
+    refuse_other_caches(patched, patched.model_options)
+    seam = select_seam(patched, patched.model_options)
     if auto_order:
         settings.config.order = seam.auto_order
-    flow_view(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
+    flow_scale_and_sigma(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
     settings.seam = seam.name
-    patched.model_options.setdefault("transformer_options", {})[SETTINGS_KEY] = settings
-    patched.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, WRAPPER_KEY, outer_sample_wrapper)
-    seam.install(patched)
+    patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
+    for wrapper_type, wrapper in (
+        (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),
+        (comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING, count_history_in_memory_estimate),
+        (comfy.patcher_extension.WrappersMP.APPLY_MODEL, gate_model_call),
+    ):
+        patched.add_wrapper_with_key(wrapper_type, WRAPPER_KEY, wrapper)
+    seam.attach(patched)
     return patched
 
 

@@ -1,17 +1,44 @@
-"""Per-run SeaCache state inside ComfyUI: created by an outer-sample wrapper, used by the model's seam
-(:mod:`.seams`) on every model call, published to the SeaCache Stats node and freed when the run ends (also on
-error)."""
+"""The SeaCache runtime inside ComfyUI: one protocol for every model. A seam (:mod:`.seams`) only says where the
+skippable stack begins and ends and how to run it; this module owns decide -> compute or predict -> commit.
+
+Per sampling run, :func:`outer_sample_wrapper` (run start, when every patch of the final MODEL is known) refuses
+what cannot be honoured (:mod:`.composition`), chooses the seam for the final MODEL, lets it place its run-time
+hooks in the run's private model options, and creates the run's :class:`SeaCacheRun`; the run publishes its report
+to the Stats node and frees its state however it ends. Per model call, :func:`gate_model_call` (``APPLY_MODEL``)
+decides on the sampler's latent and hands a :class:`.seams.call.StackCall` to the seam, which enters the stack
+(the predicted output on a reused call) or runs it and leaves it (the residual is committed).
+
+Failure behaviour, the same for every seam:
+
+- Bad settings, a MODEL that is no diffusion model, or another step cache on the MODEL: ValueError at Apply or
+  at run start, before the first step, naming the problem and the fix; the input MODEL is unchanged.
+- A call that never passes the seam (a code path the seam does not know, an output that does not match the
+  latent): it ran whole, so its output is exact; the gate forgets it and the report counts it in
+  ``uncached_calls``. Never an error in the middle of sampling.
+- Model calls with other model options (skip-layer guidance, perturbed attention: other ``patches_replace``) or
+  made by a guidance function (pre-CFG, CFG or post-CFG): they run whole, leave gate and history untouched, and
+  are counted in ``guidance_calls``.
+- An error raised by the model itself propagates; the report says "failed"; the run's state is freed.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass, field
 
-from ..seacache_core import SeaCacheConfig, SeaCacheSession
-from .run_scope import run_scoped_option
+import comfy.model_management
 
-SETTINGS_KEY = "seacache"
-RUN_KEY = "seacache_run"
+from ..seacache_core import SeaCacheConfig, SeaCacheSession
+from .composition import mark_guidance_calls, options_signature, refuse_other_caches
+from .run_scope import run_scoped_option
+from .seams import select_seam
+from .seams.base import Seam
+from .seams.call import CALL_OPTION, RUN_OPTION, StackCall
+from .seams.sampling import flow_scale_and_sigma
+
+SETTINGS_OPTION = "seacache_settings"
+"""transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
 PROGRESS_EVENT = "seacache.progress"
 
 
@@ -42,51 +69,150 @@ def notify_frontend(data: dict) -> None:
         instance.send_sync(PROGRESS_EVENT, data, getattr(instance, "client_id", None))
 
 
-@dataclass
-class ComfyRun:
-    """A session plus stable branch names: ComfyUI gives each conditioning entry a fresh uuid per run, which
-    is mapped to "cond0", "uncond0", "cond1"... in order of appearance so identical runs report identically."""
+class SeaCacheRun:
+    """One sampling run: the session (gate, schedule, window), the seam chosen at run start, stable branch names
+    and the counts of calls that ran uncached. Safe under concurrent calls (ComfyUI's multi-GPU CFG split runs
+    cond and uncond in threads): every use of the gate holds ``lock``; each residual stays on its call's device.
 
-    session: SeaCacheSession
-    names: dict = field(default_factory=dict)
+    ComfyUI gives each conditioning entry a fresh uuid per run; branches are named "cond0", "uncond0", "cond1"...
+    in order of appearance (and "w0", "w1"... per context window) so identical runs report identically."""
+
+    def __init__(self, session: SeaCacheSession, seam: Seam, settings: SeaCacheSettings, patches_signature: dict):
+        self.session, self.seam, self.settings = session, seam, settings
+        self.patches_signature = patches_signature
+        self.lock = threading.Lock()
+        self.names: dict = {}
+        self.windows: dict = {}
+        self.guidance_depth = 0
+        self.uncached_calls = 0
+        self.guidance_calls = 0
 
     def branch_keys(self, transformer_options: dict, batch: int) -> list[str]:
-        """One key per batch item: the name of its conditioning entry and the item's index within it."""
-        kinds = transformer_options.get("cond_or_uncond") or [0]
-        uuids = transformer_options.get("uuids") or kinds
-        per_chunk = max(batch // len(kinds), 1)
+        """One key per batch item: its conditioning entry, its index within it and, under context windows, the
+        window (each window keeps its own gate state)."""
+        cond_or_uncond = transformer_options.get("cond_or_uncond") or [0]
+        uuids = transformer_options.get("uuids") or cond_or_uncond
+        per_chunk = max(batch // len(cond_or_uncond), 1)
+        window = getattr(transformer_options.get("context_window"), "index_list", None)
+        suffix = "" if window is None else "@" + self.windows.setdefault(tuple(window), f"w{len(self.windows)}")
         keys = []
-        for kind, uuid in zip(kinds, uuids):
+        for kind, uuid in zip(cond_or_uncond, uuids):
             if uuid not in self.names:
                 label = "cond" if kind == 0 else "uncond"
                 self.names[uuid] = f"{label}{sum(n.startswith(label) for n in self.names.values())}"
-            keys += [f"{self.names[uuid]}/{i}" for i in range(per_chunk)]
+            keys += [f"{self.names[uuid]}/{i}{suffix}" for i in range(per_chunk)]
         return keys[:batch]
 
-    def begin_call(self, transformer_options: dict, batch: int) -> list[str]:
-        """Learn the run's schedule on its first call; the branch keys of this call's batch items."""
-        if self.session.schedule is None and transformer_options.get("sample_sigmas") is not None:
-            self.session.set_schedule(transformer_options["sample_sigmas"])
-        return self.branch_keys(transformer_options, batch)
+    def is_guidance_call(self, transformer_options: dict) -> bool:
+        """Whether this call belongs to guidance rather than to the sampler's step: made inside a guidance
+        function, or with other block/attention patches than the run's (e.g. skip-layer guidance)."""
+        return self.guidance_depth > 0 or options_signature(transformer_options) != self.patches_signature
 
-    def end_call(self, settings: "SeaCacheSettings") -> None:
-        """Tell the canvas node how many calls were reused so far (when the node id is known)."""
-        if settings.node_id is not None and self.session.stats.calls:
-            stats = self.session.stats
-            notify_frontend({"node": settings.node_id, "reused": stats.reused, "calls": stats.calls, "step": stats.records[-1].step, "steps": self.session.steps})
+    def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> StackCall:
+        """The gate's decision for one call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow
+        convention the SEA filter assumes), as the call the seam enters and leaves. ``keys`` name the branch of
+        each item (default: from the call's conditioning entries)."""
+        sigma = float(t.flatten()[0])
+        scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
+        latent = x if scale == 1.0 else x * scale
+        with self.lock:
+            session = self.session
+            if session.schedule is None and transformer_options.get("sample_sigmas") is not None:
+                session.set_schedule(transformer_options["sample_sigmas"])
+            keys = keys if keys is not None else self.branch_keys(transformer_options, x.shape[0])
+            decision = session.decide(latent, sigma, keys, filter_sigma)
+        return StackCall(session.gate, self.lock, decision, x.shape[0], x.shape[1])
+
+    def count_guidance_call(self) -> None:
+        """Count one guidance call (it ran plain)."""
+        with self.lock:
+            self.guidance_calls += 1
+
+    def end_call(self, call: StackCall) -> None:
+        """Count a call that missed the seam; tell the canvas node how many calls were reused so far."""
+        if not call.finish():
+            with self.lock:
+                self.uncached_calls += 1
+        stats = self.session.stats
+        if self.settings.node_id is not None and stats.calls:
+            notify_frontend({"node": self.settings.node_id, "reused": stats.reused, "calls": stats.calls,
+                             "step": stats.records[-1].step, "steps": self.session.steps})
+
+    def history_bytes(self, base_model, input_shape) -> int:
+        """Device bytes of the residual history at its fullest for a model batch of ``input_shape`` (one branch
+        per item), in the stack's compute dtype."""
+        dtype = base_model.manual_cast_dtype or base_model.get_dtype()
+        numel = self.seam.residual_numel(base_model.diffusion_model, tuple(input_shape))
+        return input_shape[0] * self.session.gate.config.history_bytes(numel, comfy.model_management.dtype_size(dtype))
+
+    def report(self, status: str) -> dict:
+        """The session's report plus the seam and the calls that ran uncached."""
+        return {**self.session.report(status), "seam": self.seam.name, "uncached_calls": self.uncached_calls,
+                "guidance_calls": self.guidance_calls}
+
+
+def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
+    """``APPLY_MODEL`` wrapper: decide on the sampler's latent and run the model with the call handed to the seam.
+    Guidance calls run plain; so do calls inside a call gated at a higher level (context windows), without it."""
+    run: SeaCacheRun | None = transformer_options.get(RUN_OPTION)
+    if run is None:
+        return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
+    if CALL_OPTION in transformer_options:
+        inner = {k: v for k, v in transformer_options.items() if k != CALL_OPTION}
+        return executor(x, t, c_concat, c_crossattn, control, inner, **kwargs)
+    if run.is_guidance_call(transformer_options):
+        run.count_guidance_call()
+        return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
+    base_model = executor.class_obj
+    call = run.start_call(transformer_options, base_model, x, t)
+    options = {**transformer_options, CALL_OPTION: call}
+    with run.seam.bind(base_model, call):
+        out = executor(x, t, c_concat, c_crossattn, control, options, **kwargs)
+    run.end_call(call)
+    return out
 
 
 def outer_sample_wrapper(executor, *args, **kwargs):
-    """Create the run's session for this sampling run only; publish its report and free it however it ends."""
+    """Run start: refuse what cannot be honoured, choose the seam for the final MODEL, create the run; publish its
+    report and free its state however the run ends."""
     guider = executor.class_obj
-    settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_KEY]
+    settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_OPTION]
+    refuse_other_caches(guider.model_patcher, guider.model_options)
+    seam = select_seam(guider.model_patcher, guider.model_options)
     session = SeaCacheSession(settings.config, settings.start_percent, settings.end_percent)
-    status = "failed"
+    status, run = "failed", None
     try:
-        with run_scoped_option(guider, RUN_KEY, ComfyRun(session)):
+        with run_scoped_option(guider, RUN_OPTION, None):
+            seam.enter_run(guider.model_options)
+            run = SeaCacheRun(session, seam, settings, options_signature(guider.model_options["transformer_options"]))
+            guider.model_options["transformer_options"][RUN_OPTION] = run
+            mark_guidance_calls(guider.model_options, run)
             out = executor(*args, **kwargs)
         status = "completed"
         return out
     finally:
-        settings.last_run = {**session.report(status), "seam": settings.seam}
+        settings.seam = seam.name
+        settings.last_run = run.report(status) if run is not None else {**session.report(status), "seam": seam.name}
         session.release()
+
+
+def count_history_in_memory_estimate(executor, model, *args, **kwargs):
+    """``PREPARE_SAMPLING`` wrapper: while ComfyUI estimates the memory a run needs and frees it, the model's
+    estimate includes the run's residual history (every seam, every ComfyUI version: the estimate is taken from
+    ``memory_required``, which is shadowed on the model instance for this call only and restored however it
+    ends)."""
+    options = kwargs.get("model_options") or {}
+    run: SeaCacheRun | None = options.get("transformer_options", {}).get(RUN_OPTION)
+    base = model.model
+    if run is None or "memory_required" in vars(base):
+        return executor(model, *args, **kwargs)
+    estimate = base.memory_required
+
+    def memory_required(input_shape, *a, **kw):
+        return estimate(input_shape, *a, **kw) + run.history_bytes(base, input_shape)
+
+    base.memory_required = memory_required
+    try:
+        return executor(model, *args, **kwargs)
+    finally:
+        del base.memory_required

@@ -7,13 +7,13 @@ import torch
 
 from comfy_api.latest import io, ui
 
-from .seacache_runtime import SETTINGS_KEY
+from .seacache_runtime import SETTINGS_OPTION
 from .timeline_chart import render_timeline, summary_text
 
 
 def last_report(model) -> dict | None:
     """The report the last sampling run with this SeaCache-patched model left (None before any run)."""
-    settings = model.model_options.get("transformer_options", {}).get(SETTINGS_KEY)
+    settings = model.model_options.get("transformer_options", {}).get(SETTINGS_OPTION)
     if settings is None:
         raise ValueError("SeaCache Stats needs the MODEL output of SeaCache Apply (the one the sampler used).")
     return settings.last_run

@@ -46,7 +46,7 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) ->
         samples = run.sample(model, positive, negative, latent, steps=steps)
         times.append(time.perf_counter() - start)
     print(run.stats(cached, samples).outputs[1])
-    return times[1], times[2], cached.model_options["transformer_options"]["seacache"].last_run
+    return times[1], times[2], cached.model_options["transformer_options"]["seacache_settings"].last_run
 
 
 def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:

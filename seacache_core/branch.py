@@ -30,7 +30,7 @@ class BranchState:
     indicator_dtype: torch.dtype | None = None
     last_step: int | None = None
     last_sigma: float | None = None
-    acc: float = 0.0
+    accumulated: float = 0.0
     consecutive: int = 0
 
 
@@ -70,7 +70,7 @@ def relation(state: BranchState | None, step: int, sigma: float) -> str:
 def forced_reason(
     config: SeaCacheConfig,
     state: BranchState | None,
-    kind: str,
+    call_relation: str,
     step: int,
     num_steps: int,
     reuse_allowed: bool,
@@ -83,7 +83,7 @@ def forced_reason(
         return "warmup"
     if step >= num_steps - config.end_steps:
         return "end"
-    if kind == RESET:
+    if call_relation == RESET:
         return "reset"
     consecutive = 0 if state is None else state.consecutive
     if config.max_consecutive != -1 and consecutive >= config.max_consecutive:

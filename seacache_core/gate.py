@@ -65,9 +65,11 @@ class SeaCacheGate:
     decision, then `commit` after the call finished.
 
     State is kept per branch key so that cond and uncond (separate calls or batched in one call) are gated
-    independently; a call reuses only if all its branches may. Use one gate per sampling run (or call `reset()`
-    between runs: the statistics cover everything committed since). The public entry points are excluded
-    from `torch.compile` tracing.
+    independently; a call reuses only if all its branches may. Several decisions may be in flight at once
+    (concurrent calls on different branches, e.g. cond and uncond on two devices); each is committed once, and
+    the host serialises the calls into the gate. Use one gate per sampling run (or call `reset()` between runs:
+    the statistics cover everything committed since). The public entry points are excluded from
+    `torch.compile` tracing.
     """
 
     def __init__(self, config: SeaCacheConfig | None = None) -> None:
@@ -75,7 +77,7 @@ class SeaCacheGate:
         self.gains = GainCache()
         self._states: dict[Hashable, BranchState] = {}
         self._stats = RunStats()
-        self._pending: Decision | None = None
+        self._in_flight: list[Decision] = []
 
     @property
     def stats(self) -> RunStats:
@@ -126,20 +128,20 @@ class SeaCacheGate:
         filter_sigma: float,
     ) -> list[BranchPlan]:
         """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
-        kinds = {key: relation(self._states.get(key), step, sigma) for key in groups}
+        relations = {key: relation(self._states.get(key), step, sigma) for key in groups}
         filtered = self._indicator(latent, filter_sigma)
         indicators = {key: _select(filtered, items) for key, items in groups.items()}
-        distances = self._distances([key for key in groups if kinds[key] == NEXT], indicators, latent.dtype)
+        distances = self._distances([key for key in groups if relations[key] == NEXT], indicators, latent.dtype)
         plans = []
         for key, items in groups.items():
-            if kinds[key] == REPEAT:
+            if relations[key] == REPEAT:
                 plans.append(BranchPlan(key, items, frozen=False, reason="repeat", repeat=True, indicator=indicators[key]))
                 continue
             state = self._states.get(key)
-            reason = forced_reason(self.config, state, kinds[key], step, num_steps, reuse_allowed)
+            reason = forced_reason(self.config, state, relations[key], step, num_steps, reuse_allowed)
             accumulated = None
             if reason is None:
-                accumulated = state.acc + distances[key]
+                accumulated = state.accumulated + distances[key]
                 reason = None if accumulated < self.config.threshold else "threshold"
             plans.append(
                 BranchPlan(
@@ -147,7 +149,7 @@ class SeaCacheGate:
                     items,
                     frozen=False,
                     reason=reason,
-                    reset=kinds[key] == RESET,
+                    reset=relations[key] == RESET,
                     distance=distances.get(key),
                     accumulated=accumulated,
                     indicator=indicators[key],
@@ -198,12 +200,12 @@ class SeaCacheGate:
             tuple(plans),
             latent.dtype,
         )
-        self._pending = decision
+        self._in_flight.append(decision)
         return decision
 
-    def _check_pending(self, decision: Decision) -> None:
-        if decision is not self._pending:
-            raise RuntimeError("predict()/commit() must use the latest decision of decide(), committed once")
+    def _check_in_flight(self, decision: Decision) -> None:
+        if not any(d is decision for d in self._in_flight):
+            raise RuntimeError("predict()/commit() must use a decision of decide() not yet committed")
 
     @torch.compiler.disable
     def predict(self, decision: Decision, like: torch.Tensor) -> torch.Tensor | None:
@@ -211,7 +213,7 @@ class SeaCacheGate:
         device and dtype (`like` is the stack input [B, ...]). None when some branch's history does not fit
         `like`; the caller then computes and commits the residual (recorded as a "fallback" compute).
         """
-        self._check_pending(decision)
+        self._check_in_flight(decision)
         if not decision.reuse:
             raise ValueError(f"predict() needs a reuse decision, this call computes ({decision.reason})")
         if like.shape[0] != decision.batch:
@@ -240,14 +242,14 @@ class SeaCacheGate:
         keeps a reference to the residual (no copy when one branch holds the whole batch): do not modify it in
         place afterwards.
         """
-        self._check_pending(decision)
+        self._check_in_flight(decision)
         computed = residual is not None or not decision.reuse
         active = [plan for plan in decision.branches if not plan.frozen]
         if computed and active and residual is None:
             raise ValueError(f"a computed call must commit its stack residual (reason {decision.reason})")
         if residual is not None and residual.shape[0] != decision.batch:
             raise ValueError(f"residual has batch {residual.shape[0]}, the decision {decision.batch}")
-        self._pending = None
+        self._in_flight = [d for d in self._in_flight if d is not decision]
         for plan in active:
             state = self._states.get(plan.key)
             if state is None:
@@ -262,10 +264,10 @@ class SeaCacheGate:
                 continue
             state.last_step, state.last_sigma = decision.step, decision.sigma
             if computed:
-                state.acc, state.consecutive = 0.0, 0
+                state.accumulated, state.consecutive = 0.0, 0
                 state.history.append(decision.step, _select(residual, plan.items))
             else:
-                state.acc, state.consecutive = plan.accumulated, state.consecutive + 1
+                state.accumulated, state.consecutive = plan.accumulated, state.consecutive + 1
         if not computed:
             kind, reason = REUSED, None
         elif decision.reuse:
@@ -280,11 +282,16 @@ class SeaCacheGate:
             StepRecord(decision.step, decision.sigma, decision.distance, decision.accumulated, kind, reason, branches)
         )
 
+    def discard(self, decision: Decision) -> None:
+        """Drop an uncommitted decision whose call ran without passing the stack (branch states and statistics
+        stay untouched, as for a call the gate never saw)."""
+        self._in_flight = [d for d in self._in_flight if d is not decision]
+
     def release(self) -> None:
         """Free every indicator, residual and cached gain (end of run); the statistics stay readable."""
         self._states.clear()
         self.gains.clear()
-        self._pending = None
+        self._in_flight.clear()
 
     def reset(self) -> None:
         """Release everything and start fresh statistics, ready for a new run."""

@@ -58,14 +58,14 @@ class RunStats:
         return sum(r.decision == REUSED for r in self.records)
 
     @property
-    def full(self) -> int:
-        """Calls that ran the stack (computed or forced); full + reused == calls."""
+    def ran(self) -> int:
+        """Calls that ran the stack (decision computed or forced); ran + reused == calls."""
         return self.calls - self.reused
 
     @property
     def speedup(self) -> float:
-        """Estimated stack speedup calls / full (1.0 when nothing ran)."""
-        return self.calls / self.full if self.full else 1.0
+        """Estimated stack speedup calls / ran (1.0 when nothing ran)."""
+        return self.calls / self.ran if self.ran else 1.0
 
     def append(self, record: StepRecord) -> None:
         """Add the record of one finished call."""
@@ -75,7 +75,7 @@ class RunStats:
         """JSON-serialisable form (non-finite distances become None)."""
         return {
             "calls": self.calls,
-            "full": self.full,
+            "ran": self.ran,
             "reused": self.reused,
             "speedup": self.speedup,
             "records": [_json_safe(asdict(r)) for r in self.records],
@@ -85,7 +85,7 @@ class RunStats:
         """A few lines for a log or a node's text output: counts, speedup, forced reasons and a timeline."""
         forced = Counter(r.reason for r in self.records if r.decision == FORCED)
         lines = [
-            f"SeaCache: {self.calls} calls, {self.full} full, {self.reused} reused, "
+            f"SeaCache: {self.calls} calls, {self.ran} ran the stack, {self.reused} reused, "
             f"estimated stack speedup {self.speedup:.2f}x",
             "forced: " + (", ".join(f"{reason} {n}" for reason, n in forced.items()) or "none"),
             "timeline (F forced, C computed, R reused): "

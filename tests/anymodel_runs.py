@@ -33,7 +33,7 @@ def sample(ns, model, spec, steps=12, batch=1, seed=3, cfg=4.0, sampler="euler",
 
 def last_report(model) -> dict:
     """The report of the last run of a SeaCache-patched MODEL."""
-    return model.model_options["transformer_options"]["seacache"].last_run
+    return model.model_options["transformer_options"]["seacache_settings"].last_run
 
 
 def stack_blocks(diffusion_model) -> list[torch.nn.Module]:

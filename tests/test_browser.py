@@ -276,7 +276,7 @@ def test_workflow_in_browser(server, workflow, tmp_path):
     steps = 4 if workflow in FOUR_STEP_WORKFLOWS else STEPS  # 4-step: the checkpoint's own schedule
     report = entry["outputs"][ids["SeaCacheStats"]]["seacache"][0]
     assert report["status"] == "completed" and report["steps"] == steps
-    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= steps
+    assert report["calls"] == len(report["records"]) == report["ran"] + report["reused"] >= steps
     after = result["chartAfter"]
     assert after["drawn"] and after["report"] == report
     if workflow not in FOUR_STEP_WORKFLOWS:  # of 4 steps only the middle two may be reused

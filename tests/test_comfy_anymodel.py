@@ -45,7 +45,7 @@ def test_block_seam_exactness_reuse_and_repeatability(comfy, tiny_core):
         first = sample(comfy, patched, spec, steps=STEPS)
     report = last_report(patched)
     assert report["calls"] == STEPS and report["reused"] > 0, report["summary"]
-    assert blocks["calls"] == report["full"] * len(stack_blocks(model.model.diffusion_model))  # reused calls ran no block
+    assert blocks["calls"] == report["ran"] * len(stack_blocks(model.model.diffusion_model))  # reused calls ran no block
     assert torch.isfinite(first).all() and not torch.equal(first, plain)
     second = sample(comfy, patched, spec, steps=STEPS)
     assert torch.equal(first, second) and last_report(patched) == report
@@ -84,7 +84,7 @@ def test_input_model_is_unchanged(comfy, tiny_core):
     patched = seacache(comfy, model)
     sample(comfy, patched, spec, steps=STEPS)
     assert repr(model.model_options) == options_before and not model.object_patches
-    assert "seacache" not in model.model_options.get("transformer_options", {})
+    assert "seacache_settings" not in model.model_options.get("transformer_options", {})
     assert torch.equal(sample(comfy, model, spec, steps=STEPS), plain)
 
 
@@ -92,27 +92,43 @@ def test_auto_residual_order_stays_one_where_unmeasured(comfy, tiny_core):
     """auto keeps vLLM-Omni's linear extrapolation on core models: order 2 was measured on Cosmos3 only."""
     _, _, model, _ = tiny_core
     patched = seacache(comfy, model, residual_order="auto")
-    assert patched.model_options["transformer_options"]["seacache"].config.order == 1
+    assert patched.model_options["transformer_options"]["seacache_settings"].config.order == 1
 
 
-def _passthrough_block(args, extra):
-    return extra["original_block"](args)
-
-
-def test_models_whose_blocks_are_taken_fall_back_to_the_diffusion_model_call(comfy, pack):
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_block_patch_of_another_node_runs_on_computed_calls_and_is_skipped_on_reused_ones(comfy, pack, where):
+    """A block-replace patch (an identity wrapper of a middle block here) added before or after SeaCache Apply is
+    wrapped by SeaCache's block patch at run start: it runs on every computed call and is skipped with the stack on
+    reused ones, so the output equals SeaCache alone; threshold 0 stays bit-identical."""
     spec = tiny_comfy_models.SPECS["wan21_t2v"]
-    model = tiny_comfy_models.build("wan21_t2v").clone()
-    model.set_model_patch_replace(_passthrough_block, "dit", "double_block", 0)  # another node owns block 0
-    plain = sample(comfy, model, spec, steps=STEPS)
-    exact = seacache(comfy, model, threshold=0.0)
-    assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
-    patched = seacache(comfy, model)
+    model = tiny_comfy_models.build("wan21_t2v")
+    runs = {"calls": 0}
+
+    def counting_block(args, extra):
+        runs["calls"] += 1
+        return extra["original_block"](args)
+
+    def patched_block(m):
+        m = m.clone()
+        m.set_model_patch_replace(counting_block, "dit", "double_block", 1)
+        return m
+
+    def chain(**settings):
+        return seacache(comfy, patched_block(model), **settings) if where == "before" else patched_block(seacache(comfy, model, **settings))
+
+    plain = sample(comfy, patched_block(model), spec, steps=STEPS)
+    assert torch.equal(sample(comfy, chain(threshold=0.0), spec, steps=STEPS), plain)
+    alone = seacache(comfy, model)
+    expected = sample(comfy, alone, spec, steps=STEPS)
+    cached = chain()
+    runs["calls"] = 0
     with counting_blocks(model.model.diffusion_model) as blocks:
-        sample(comfy, patched, spec, steps=STEPS)
-    report = last_report(patched)
-    assert report["seam"] == "diffusion-model call (output minus input)"
-    assert report["reused"] > 0 and blocks["calls"] == report["full"] * len(stack_blocks(model.model.diffusion_model))
-    assert patched.model_options["transformer_options"]["patches_replace"]["dit"][("double_block", 0)] is _passthrough_block
+        out = sample(comfy, cached, spec, steps=STEPS)
+    report = last_report(cached)
+    assert report["seam"] == "block stack (WanModel, 2 blocks)" and report["reused"] > 0
+    assert runs["calls"] == report["ran"] and blocks["calls"] == report["ran"] * 2
+    assert torch.equal(out, expected) and report["records"] == last_report(alone)["records"]
+    assert cached.model_options["transformer_options"]["patches_replace"]["dit"] == {("double_block", 1): counting_block}
 
 
 def test_epsilon_prediction_model_is_gated_in_the_flow_convention(comfy, pack):
@@ -128,17 +144,17 @@ def test_epsilon_prediction_model_is_gated_in_the_flow_convention(comfy, pack):
     assert report["records"][0]["sigma"] > 1.0  # the schedule's own (VE) sigma is reported, not the flow one
 
 
-def test_flow_view_maps_each_sampling_type(comfy, import_pack_module):
+def test_flow_scale_and_sigma_maps_each_sampling_type(comfy, import_pack_module):
     import comfy.model_sampling as ms
 
-    flow_view = import_pack_module("nodes.seams.sampling").flow_view
+    flow_scale_and_sigma = import_pack_module("nodes.seams.sampling").flow_scale_and_sigma
 
     flow = type("Flow", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})
     eps = type("Eps", (ms.ModelSamplingDiscrete, ms.EPS), {})
     vpred = type("V", (ms.ModelSamplingDiscrete, ms.V_PREDICTION), {})
-    assert flow_view(flow(), 0.3) == pytest.approx((1.0, 0.3))
+    assert flow_scale_and_sigma(flow(), 0.3) == pytest.approx((1.0, 0.3))
     for kind in (eps, vpred):
-        assert flow_view(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
+        assert flow_scale_and_sigma(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
 
 
 def test_stats_node_names_the_residual_boundary(comfy, pack):

@@ -43,8 +43,8 @@ def test_loader_and_seacache_under_dynamic_vram_match_the_plain_load(tiny, dynam
     cached_plain, cached_dyn = tiny.sample(plain_cache), dyn.sample(dyn_cache)
     assert torch.equal(cached_dyn, cached_plain)
     assert torch.equal(dyn.sample(dyn.model), tiny.sample(tiny.model))
-    report = dyn_cache.model_options["transformer_options"]["seacache"].last_run
-    assert report["reused"] > 0 and report == plain_cache.model_options["transformer_options"]["seacache"].last_run
+    report = dyn_cache.model_options["transformer_options"]["seacache_settings"].last_run
+    assert report["reused"] > 0 and report == plain_cache.model_options["transformer_options"]["seacache_settings"].last_run
 
 def test_cached_patcher_init_rebuilds_an_equal_model(tiny, dynamic_vram, tmp_path_factory):
     if "force_deepcopy" not in inspect.signature(tiny.model.clone).parameters:

@@ -108,13 +108,13 @@ def test_seacache_gates_each_branch_it_sees(tiny):
     active = reference_active(STEPS, T2I)
     patched = tiny.seacache()
     cached = sample(tiny, guider(tiny, patched, *T2I))
-    report = patched.model_options["transformer_options"]["seacache"].last_run
+    report = patched.model_options["transformer_options"]["seacache_settings"].last_run
     assert report["status"] == "completed" and report["calls"] == STEPS
-    assert report["reused"] > 0 and report["full"] + report["reused"] == report["calls"]
+    assert report["reused"] > 0 and report["ran"] + report["reused"] == report["calls"]
     for record, on in zip(report["records"], active):
         assert set(record["branches"]) == ({"cond0/0", "uncond0/0"} if on else {"cond0/0"})
     summary = tiny.stats(patched, cached).outputs[1]
-    assert f"{report['calls']} calls, {report['full']} full, {report['reused']} reused" in summary
+    assert f"{report['calls']} calls, {report['ran']} ran the stack, {report['reused']} reused" in summary
     uncached = sample(tiny, guider(tiny, tiny.model, *T2I))
     assert torch.isfinite(cached).all() and 0 < rel(cached, uncached) < 0.5
     exact = tiny.seacache(threshold=0.0)
@@ -130,7 +130,7 @@ def test_negative_branch_joining_mid_run_is_computed_first(tiny):
     recorder = Recorder(patched)
     sample(tiny, guider(tiny, recorder.model, timesteps[6], timesteps[4]))  # guided: steps 4..6
     assert recorder.batches == [2 if 4 <= i <= 6 else 1 for i in range(STEPS)]
-    records = patched.model_options["transformer_options"]["seacache"].last_run["records"]
+    records = patched.model_options["transformer_options"]["seacache_settings"].last_run["records"]
     assert records[4]["decision"] == "forced" and records[4]["branches"]["uncond0/0"]["reason"] == "no_history"
     assert set(records[3]["branches"]) == set(records[7]["branches"]) == {"cond0/0"}
     assert any(r["decision"] == "reused" for r in records)

@@ -14,7 +14,7 @@ def timeline(report):
 
 
 def last_report(model):
-    return model.model_options["transformer_options"]["seacache"].last_run
+    return model.model_options["transformer_options"]["seacache_settings"].last_run
 
 
 def test_seacache_skips_the_generator_and_text_layers(tiny):
@@ -27,11 +27,11 @@ def test_seacache_skips_the_generator_and_text_layers(tiny):
     report = last_report(patched)
     layers = len(counter.layers)
     assert report["status"] == "completed" and report["calls"] == STEPS and report["steps"] == STEPS
-    assert report["reused"] > 0 and report["full"] + report["reused"] == report["calls"]
-    assert counter.gen == report["full"] * layers  # reused calls ran no generator layer
+    assert report["reused"] > 0 and report["ran"] + report["reused"] == report["calls"]
+    assert counter.gen == report["ran"] * layers  # reused calls ran no generator layer
     assert counter.text == layers  # the text pathway ran once for the run, never on reused steps
     assert report["records"][0]["decision"] == "forced" and report["records"][-1]["reason"] == "end"
-    assert report["speedup"] == pytest.approx(STEPS / report["full"])
+    assert report["speedup"] == pytest.approx(STEPS / report["ran"])
     plain = tiny.sample(tiny.model, steps=STEPS)
     assert torch.isfinite(cached).all() and 0 < rel(cached, plain) < 0.5
 
@@ -45,7 +45,7 @@ def test_threshold_zero_is_bit_identical(tiny):
 def test_input_model_is_unchanged_and_runs_uncached(tiny):
     before = tiny.sample(tiny.model, steps=STEPS)
     patched = tiny.seacache()
-    assert "seacache" not in tiny.model.model_options.get("transformer_options", {})
+    assert "seacache_settings" not in tiny.model.model_options.get("transformer_options", {})
     assert torch.equal(tiny.sample(tiny.model, steps=STEPS), before)
     assert patched is not tiny.model
 
@@ -132,8 +132,8 @@ def test_failed_run_frees_state_and_next_run_is_clean(tiny):
 
 def test_applying_twice_replaces_the_first(tiny):
     twice = tiny.seacache(tiny.seacache(threshold=0.0), threshold=0.5)
-    assert len(twice.get_wrappers("cosmos3_gen_stack", "seacache")) == 1
-    assert len(twice.get_wrappers("outer_sample", "seacache")) == 1
+    for wrapper_type in ("outer_sample", "prepare_sampling", "apply_model"):
+        assert len(twice.get_wrappers(wrapper_type, "seacache")) == 1
     once = tiny.seacache(threshold=0.5)
     assert torch.equal(tiny.sample(twice, steps=STEPS), tiny.sample(once, steps=STEPS))
 
@@ -155,7 +155,7 @@ def test_stats_name_the_generator_stack_seam(tiny):
 def test_bad_settings_are_rejected_and_model_untouched(tiny):
     with pytest.raises(ValueError, match="start_percent"):
         tiny.seacache(start_percent=0.8, end_percent=0.2)
-    assert tiny.model.get_wrappers("cosmos3_gen_stack", "seacache") == []
+    assert tiny.model.get_wrappers("apply_model", "seacache") == []
 
 
 def test_cpu_residual_storage_and_window(tiny):
@@ -188,7 +188,7 @@ def test_stats_node_outputs_summary_chart_and_ui(tiny):
     passed, summary, image = res.outputs
     report = last_report(patched)
     assert torch.equal(passed["samples"], samples)
-    assert f"{report['calls']} calls, {report['full']} full, {report['reused']} reused" in summary
+    assert f"{report['calls']} calls, {report['ran']} ran the stack, {report['reused']} reused" in summary
     assert image.shape[0] == 1 and image.shape[-1] == 3 and image.shape[1] > 100
     assert res.ui["seacache"][0]["calls"] == report["calls"] and res.ui["images"]
 
@@ -212,7 +212,7 @@ def test_progress_messages_reach_the_frontend(tiny):
 
 def test_auto_residual_order_is_two_on_cosmos3(tiny):
     """auto picks the order measured best on the Cosmos3 architecture (README, Quality); explicit orders stay."""
-    order = lambda m: m.model_options["transformer_options"]["seacache"].config.order  # noqa: E731
+    order = lambda m: m.model_options["transformer_options"]["seacache_settings"].config.order  # noqa: E731
     auto = tiny.seacache(residual_order="auto")
     assert order(auto) == 2 and order(tiny.seacache(residual_order="1")) == 1
     assert torch.equal(tiny.sample(auto, steps=STEPS), tiny.sample(tiny.seacache(residual_order="2"), steps=STEPS))

@@ -13,13 +13,11 @@ from cosmos3.memory import (
     TEXT,
     activation_bytes,
     generator_tokens,
-    history_bytes,
     latent_grid,
     meta_model,
     pathway_of,
     plan,
     run_memory,
-    sampling_memory_bytes,
     text_kv_bytes,
     unread_parameters,
     weight_bytes,
@@ -137,7 +135,7 @@ def test_history_bytes_match_a_full_session(order):
         session.run(lambda h: h * 1.5, hidden, latent, float(sigmas[i]), ["cond", "uncond"])
     stored = [r for key in ("cond", "uncond") for _, r in session.gate.branch_state(key).history.records]
     measured = sum(r.numel() * r.element_size() for r in stored)
-    assert measured == history_bytes(config, tokens, branches=2, order=order, dtype=torch.bfloat16)
+    assert measured == 2 * SeaCacheConfig(order=order).history_bytes(tokens * config.hidden_size, 2)  # 2 branches, bf16
 
 
 def test_activation_estimate_formula():
@@ -146,10 +144,11 @@ def test_activation_estimate_formula():
 
 
 def test_run_memory_and_plan_add_up():
-    m = run_memory(NANO, 832, 480, 93, torch.float8_e4m3fn, prompt_tokens=(300, 600))
+    history = 2 * SeaCacheConfig(order=1).history_bytes(9360 * NANO.hidden_size, 2)
+    m = run_memory(NANO, 832, 480, 93, torch.float8_e4m3fn, prompt_tokens=(300, 600), history=history)
     assert m.tokens == 9360 and m.batch == 2
     assert m.text_kv == text_kv_bytes(NANO, [300, 600])
-    assert m.history == history_bytes(NANO, 9360)
+    assert m.history == history == 2 * 2 * 9360 * 4096 * 2
     assert m.denoise_bytes(text_resident=True, history_on_device=True) == (
         sum(m.weights.values()) + m.activations + m.text_kv + m.history)
     assert m.denoise_bytes(False, False) == m.weights[GENERATOR] + m.activations + m.text_kv
@@ -160,15 +159,5 @@ def test_run_memory_and_plan_add_up():
     assert rows[0].denoise > rows[1].denoise > rows[2].denoise
     # fp8 at 832x480x93 fits a 24 GiB card even with every weight resident; bf16 needs the text pathway gone.
     assert rows[0].fits
-    bf16 = plan(run_memory(NANO, 832, 480, 93, torch.bfloat16), budget, reserve)
+    bf16 = plan(run_memory(NANO, 832, 480, 93, torch.bfloat16, history=history), budget, reserve)
     assert [r.fits for r in bf16] == [False, True, True]
-
-
-def test_sampling_memory_bytes_counts_history_only_on_the_device():
-    shape = (2, 48, 24, 30, 52)
-    base = sampling_memory_bytes(NANO, shape, torch.bfloat16, prompt_tokens=256)
-    assert base == activation_bytes(NANO, 2 * 9360) + text_kv_bytes(NANO, [256, 256])
-    cached = sampling_memory_bytes(NANO, shape, torch.bfloat16, prompt_tokens=256, seacache_order=1)
-    assert cached - base == history_bytes(NANO, 9360, branches=2, order=1)
-    offloaded = sampling_memory_bytes(NANO, shape, torch.bfloat16, 256, seacache_order=1, history_on_device=False)
-    assert offloaded == base

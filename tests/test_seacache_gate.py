@@ -51,7 +51,7 @@ def _letters(gate):
 def test_threshold_zero_never_reuses():
     latents = [_noise()] * 12  # identical latents at one sigma: distance 0
     gate = _run(SeaCacheConfig(threshold=0.0, max_consecutive=-1), latents, sigmas=[0.5] * 12)
-    assert gate.stats.reused == 0 and gate.stats.full == 12
+    assert gate.stats.reused == 0 and gate.stats.ran == 12
     assert [r.reason for r in gate.stats.records[1:-1]] == ["threshold"] * 10
     assert all(r.distance == 0.0 for r in gate.stats.records[1:])
 
@@ -111,14 +111,14 @@ def test_accumulates_distance_and_resets_on_compute():
 def test_stats_counts_speedup_and_serialisation():
     gate = _run(SeaCacheConfig(threshold=1e9), _drifting(11))
     s = gate.stats
-    assert s.calls == 11 and s.full + s.reused == s.calls
-    assert (s.full, s.reused) == (5, 6)  # F R R F R R F R R F F
+    assert s.calls == 11 and s.ran + s.reused == s.calls
+    assert (s.ran, s.reused) == (5, 6)  # F R R F R R F R R F F
     assert s.speedup == pytest.approx(11 / 5)
     d = json.loads(json.dumps(s.to_dict(), allow_nan=False))
     assert d["calls"] == 11 and len(d["records"]) == 11 and d["records"][1]["decision"] == "reused"
     assert d["records"][1]["branches"]["c"]["reason"] is None
     text = s.summary()
-    assert "11 calls, 5 full, 6 reused" in text and "2.20x" in text
+    assert "11 calls, 5 ran the stack, 6 reused" in text and "2.20x" in text
     assert text.splitlines()[-1].endswith("F R R F R R F R R F F")
 
 
@@ -137,7 +137,7 @@ def test_branches_batched_equal_separate_calls():
         for key in ("c", "u"):
             a, b = batched.branch_state(key), separate.branch_state(key)
             assert (a.consecutive, a.last_step) == (b.consecutive, b.last_step)
-            assert a.acc == pytest.approx(b.acc, rel=1e-6, abs=1e-9)
+            assert a.accumulated == pytest.approx(b.accumulated, rel=1e-6, abs=1e-9)
             torch.testing.assert_close(a.indicator, b.indicator)
             assert [s for s, _ in a.history.records] == [s for s, _ in b.history.records]
             for (_, ra), (_, rb) in zip(a.history.records, b.history.records):
@@ -163,7 +163,7 @@ def test_one_branch_must_compute_whole_call_computes():
     assert not applied and rec.decision == "computed" and rec.reason == "threshold"
     assert rec.branches["c"]["reason"] is None and rec.branches["c"]["distance"] == 0.0
     assert rec.branches["u"]["reason"] == "threshold" and rec.distance == 0.5
-    assert gate.branch_state("c").acc == 0.0 and gate.branch_state("c").consecutive == 0
+    assert gate.branch_state("c").accumulated == 0.0 and gate.branch_state("c").consecutive == 0
     assert [s for s, _ in gate.branch_state("c").history.records] == [1, 2]
     # A branch seen for the first time forces the whole call even though "c" alone would reuse.
     d, applied = _call(gate, ["c", "new"], torch.cat([still, still]), 0.5, 3, n)
@@ -219,13 +219,13 @@ def test_prediction_fallback_counts_as_computed():
     gate.commit(d, torch.ones(1, 7))
     rec = gate.stats.records[-1]
     assert (rec.decision, rec.reason) == ("computed", "fallback")
-    assert gate.stats.reused == 0 and gate.stats.full == 2
+    assert gate.stats.reused == 0 and gate.stats.ran == 2
     state = gate.branch_state("c")
-    assert state.consecutive == 0 and state.acc == 0.0 and [s for s, _ in state.history.records] == [1]
+    assert state.consecutive == 0 and state.accumulated == 0.0 and [s for s, _ in state.history.records] == [1]
 
 
 def _snapshot(state):
-    return (state.acc, state.consecutive, state.last_step, state.last_sigma, id(state.indicator),
+    return (state.accumulated, state.consecutive, state.last_step, state.last_sigma, id(state.indicator),
             [(s, id(r)) for s, r in state.history.records])
 
 
@@ -244,7 +244,7 @@ def test_off_schedule_and_repeat_are_computed_and_reported():
     d, applied = _call(gate, ["c"], lat[3], sig[2], 2, 8)
     assert not applied and (d.reuse, d.reason) == (False, "repeat")
     state = gate.branch_state("c")
-    assert (state.acc, state.consecutive, state.last_step, state.last_sigma) == before[:4]
+    assert (state.accumulated, state.consecutive, state.last_step, state.last_sigma) == before[:4]
     assert [s for s, _ in state.history.records] == [0, 2]  # the real residual of step 2 joins the history
     assert torch.allclose(state.indicator, sea_filter(lat[3], sig[2], 3.0).float())
     assert [(r.step, r.decision, r.reason) for r in gate.stats.records[-2:]] == [
@@ -253,7 +253,7 @@ def test_off_schedule_and_repeat_are_computed_and_reported():
     assert applied and gate.branch_state("c").consecutive == 3
     expected = rel_l1(sea_filter(lat[3], sig[3], 3.0), sea_filter(lat[3], sig[2], 3.0))
     assert d.distance == pytest.approx(expected, rel=1e-4)  # measured against the repeat, not step 2's first call
-    assert gate.stats.calls == 6 and gate.stats.full == 3
+    assert gate.stats.calls == 6 and gate.stats.ran == 3
 
 
 def test_a_second_residual_for_the_newest_step_replaces_it():
@@ -274,7 +274,7 @@ def test_reset_on_non_adjacent_step():
     assert not applied and d.reason == "reset" and d.distance is None
     state = gate.branch_state("c")
     assert [s for s, _ in state.history.records] == [5]
-    assert (state.acc, state.consecutive, state.last_step) == (0.0, 0, 5)
+    assert (state.accumulated, state.consecutive, state.last_step) == (0.0, 0, 5)
     assert _call(gate, ["c"], lat[6], sig[6], 6, 10)[1]
 
 

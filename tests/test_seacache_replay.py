@@ -36,7 +36,7 @@ def test_replay_matches_manual_gate_loop():
     stats = replay(config, sigmas, latents)
     assert _view(stats) == _view(_manual(config, sigmas, latents, ("cond",)))
     assert stats.calls == n and 0 < stats.reused < n - 2
-    assert stats.full + stats.reused == stats.calls
+    assert stats.ran + stats.reused == stats.calls
 
 
 def test_replay_cfg_branches_share_one_latent():

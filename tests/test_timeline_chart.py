@@ -63,11 +63,11 @@ def test_cases_cover_every_combination():
 def test_summary_text_states_status_steps_threshold_and_counts(chart, report):
     text = chart.summary_text(report)
     n = counts(report)
-    full = n["computed"] + n["forced"]
+    ran = n["computed"] + n["forced"]
     lines = text.splitlines()
     assert lines[0] == f"SeaCache run completed over {STEPS} steps (threshold {report['threshold']}):"
-    assert lines[1].startswith(f"SeaCache: {STEPS} calls, {full} full, {n['reused']} reused, ")
-    assert f"estimated stack speedup {STEPS / full:.2f}x" in lines[1]
+    assert lines[1].startswith(f"SeaCache: {STEPS} calls, {ran} ran the stack, {n['reused']} reused, ")
+    assert f"estimated stack speedup {STEPS / ran:.2f}x" in lines[1]
     assert lines[2] == "forced: warmup 1, end 1"
     letters = {"computed": "C", "reused": "R", "forced": "F"}
     assert lines[3].endswith(" ".join(letters[r["decision"]] for r in report["records"]))

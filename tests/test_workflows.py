@@ -384,7 +384,7 @@ def _check_run(session, workflow, result, messages, frames_expected=FRAMES, step
     _, summary, timeline = result.outputs[stats["id"]]
     report = result.ui[stats["id"]]["seacache"][0]
     assert report["status"] == "completed" and report["steps"] == steps and report["threshold"] == 0.25
-    assert report["calls"] == len(report["records"]) == report["full"] + report["reused"] >= steps
+    assert report["calls"] == len(report["records"]) == report["ran"] + report["reused"] >= steps
     assert summary.startswith(f"SeaCache run completed over {steps} steps (threshold 0.25)")
     assert f"{report['calls']} calls" in summary
     assert result.ui[only(workflow, "PreviewAny")["id"]]["text"][0] == summary

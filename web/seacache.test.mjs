@@ -15,8 +15,8 @@ import {
 const record = (step, decision, accumulated) => ({ step, sigma: 1 - step / 10, distance: accumulated, accumulated, decision, reason: null, branches: {} });
 
 const REPORT = {
-  calls: 5, full: 3, reused: 2, speedup: 5 / 3, status: "completed", threshold: 0.25, steps: 5,
-  summary: "SeaCache: 5 calls, 3 full, 2 reused, estimated stack speedup 1.67x",
+  calls: 5, ran: 3, reused: 2, speedup: 5 / 3, status: "completed", threshold: 0.25, steps: 5,
+  summary: "SeaCache: 5 calls, 3 ran the stack, 2 reused, estimated stack speedup 1.67x",
   records: [
     record(0, "forced", null), // warmup: no distance evaluated
     record(1, "reused", 0.125), // half the threshold

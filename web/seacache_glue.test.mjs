@@ -104,7 +104,7 @@ test("SeaCache Stats keeps ui.seacache[0] and draws one bar per record", async (
   node.onNodeCreated();
   assert.deepEqual(node.widgets.map((w) => w.name), ["timeline"]);
   const report = {
-    calls: 3, full: 2, reused: 1, speedup: 1.5, status: "completed", threshold: 0.25, steps: 3, summary: "",
+    calls: 3, ran: 2, reused: 1, speedup: 1.5, status: "completed", threshold: 0.25, steps: 3, summary: "",
     records: [
       { step: 0, decision: "forced", accumulated: null },
       { step: 1, decision: "reused", accumulated: 0.1 },

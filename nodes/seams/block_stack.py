@@ -9,39 +9,53 @@ versions, so the image tokens are located in the joint stream on every computed 
 stack's image output, unchanged by the join). On a reused call the first block returns its input plus the
 extrapolated residual and every other block passes its input through, so no block runs.
 
-Only the exact classes listed are patched: subclasses (VACE, camera, S2V, HuMo ...) add work between blocks
-and fall back to the diffusion-model seam, as do models whose blocks another node already replaces.
+The block patches are placed at run start, when every patch of the final MODEL is known: a block another node
+replaces (``patches_replace["dit"]``, before or after SeaCache Apply) keeps its patch, which SeaCache's patch
+calls on computed calls and skips with the stack on reused ones. Only the exact classes listed are patched:
+subclasses (VACE, camera, S2V, HuMo ...) add work between blocks and fall back to the diffusion-model seam.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 
 import torch
 
-from .base import Seam, install_apply_gate
-from .call import CALL_KEY, StackCall
+from .base import Seam
+from .call import CALL_OPTION, StackCall
 
-# (module, class name) -> the block stacks in execution order: (patch kind, attribute holding the blocks)
+# (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
+#                          the image patch embedding, whose shape gives the residual's tokens and width)
 FAMILIES = {
-    ("comfy.ldm.wan.model", "WanModel"): (("double_block", "blocks"),),
-    ("comfy.ldm.hunyuan_video.model", "HunyuanVideo"): (("double_block", "double_blocks"), ("single_block", "single_blocks")),
-    ("comfy.ldm.lightricks.model", "LTXVModel"): (("double_block", "transformer_blocks"),),
-    ("comfy.ldm.flux.model", "Flux"): (("double_block", "double_blocks"), ("single_block", "single_blocks")),
-    ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): (("double_block", "transformer_blocks"),),
+    ("comfy.ldm.wan.model", "WanModel"): ((("double_block", "blocks"),), "patch_embedding"),
+    ("comfy.ldm.hunyuan_video.model", "HunyuanVideo"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in.proj"),
+    ("comfy.ldm.lightricks.model", "LTXVModel"): ((("double_block", "transformer_blocks"),), "patchify_proj"),
+    ("comfy.ldm.flux.model", "Flux"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in"),
+    ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): ((("double_block", "transformer_blocks"),), "img_in"),
 }
 
 
 def _family(diffusion_model):
-    """The block stacks of a supported exact class, None otherwise."""
-    for (module, name), stacks in FAMILIES.items():
+    """(block stacks, patch embedding attribute) of a supported exact class, None otherwise."""
+    for (module, name), family in FAMILIES.items():
         try:
             cls = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError):
             continue
         if type(diffusion_model) is cls:
-            return stacks
+            return family
     return None
+
+
+def embedded_numel(embedding, input_shape) -> int:
+    """Elements of one item's image stream after a patch embedding: a convolution makes one token per kernel-sized
+    patch of the latent, a linear one token per ``in_features`` latent elements; each token is the embedding's
+    output width."""
+    if hasattr(embedding, "kernel_size"):
+        tokens = math.prod(math.ceil(s / k) for s, k in zip(input_shape[2:], embedding.kernel_size))
+        return tokens * embedding.out_channels
+    return math.prod(input_shape[1:]) // embedding.in_features * embedding.out_features
 
 
 def _passthrough(args: dict) -> dict:
@@ -51,16 +65,21 @@ def _passthrough(args: dict) -> dict:
 
 class BlockPatch:
     """Replacement of one block of the stack. ``first``/``last`` mark the stack's ends; ``joins`` marks the first
-    single-stream block after double-stream ones (where the image tokens are located in the joint stream)."""
+    single-stream block after double-stream ones (where the image tokens are located in the joint stream).
+    ``inner`` is the patch another node placed on this block (None: the block itself), run wherever the block
+    would run."""
 
-    def __init__(self, first: bool, last: bool, joins: bool, double_end: bool):
-        self.first, self.last, self.joins, self.double_end = first, last, joins, double_end
+    def __init__(self, first: bool, last: bool, joins: bool, double_end: bool, inner=None):
+        self.first, self.last, self.joins, self.double_end, self.inner = first, last, joins, double_end, inner
+
+    def run_block(self, args: dict, extra: dict) -> dict:
+        """The block, through the other node's patch when there is one."""
+        return extra["original_block"](args) if self.inner is None else self.inner(args, extra)
 
     def __call__(self, args: dict, extra: dict) -> dict:
-        call: StackCall | None = (args.get("transformer_options") or {}).get(CALL_KEY)
-        original = extra["original_block"]
+        call: StackCall | None = (args.get("transformer_options") or {}).get(CALL_OPTION)
         if call is None:
-            return original(args)
+            return self.run_block(args, extra)
         if self.first:
             predicted = call.enter(args["img"])
             call.image_slice = None
@@ -71,7 +90,7 @@ class BlockPatch:
         if self.joins:
             call.image_slice = _locate(args["img"], call.double_out)
             call.double_out = None
-        out = original(args)
+        out = self.run_block(args, extra)
         if self.double_end and not self.last:
             call.double_out = out["img"]
         if self.last:
@@ -94,36 +113,33 @@ def _blocks(diffusion_model, stacks) -> list[tuple[str, int]]:
     return [(kind, i) for kind, attr in stacks for i in range(len(getattr(diffusion_model, attr)))]
 
 
-def plan(model) -> Seam | None:
-    """The block-stack seam for a supported core model whose blocks nobody else replaces, None otherwise."""
-    diffusion_model = getattr(getattr(model, "model", None), "diffusion_model", None)
-    stacks = _family(diffusion_model)
-    if stacks is None:
+def seam_for(model_patcher, model_options: dict) -> Seam | None:
+    """The block-stack seam for a supported core model, None otherwise."""
+    diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
+    family = _family(diffusion_model)
+    if family is None:
         return None
+    stacks, embedding = family
     blocks = _blocks(diffusion_model, stacks)
-    replaced = model.model_options.get("transformer_options", {}).get("patches_replace", {}).get("dit", {})
-    if not blocks or any(key in replaced for key in blocks):
+    if not blocks:
         return None
-    name = f"block stack ({type(diffusion_model).__name__}, {len(blocks)} blocks)"
     double_count = sum(kind == "double_block" for kind, _ in blocks)
     has_single = double_count < len(blocks)
 
-    def install(patched) -> None:
-        for index, (kind, number) in enumerate(blocks):
-            patch = BlockPatch(
+    def enter_run(run_options: dict) -> None:
+        """Place SeaCache's patch on every block of the run's options, wrapping the patch another node put there."""
+        replaced = run_options.setdefault("transformer_options", {}).setdefault("patches_replace", {}).setdefault("dit", {})
+        for index, key in enumerate(blocks):
+            replaced[key] = BlockPatch(
                 first=index == 0,
                 last=index == len(blocks) - 1,
                 joins=has_single and double_count > 0 and index == double_count,
                 double_end=has_single and index == double_count - 1,
+                inner=replaced.get(key),
             )
-            patched.set_model_patch_replace(patch, "dit", kind, number)
-        install_apply_gate(patched, name)
 
-    return Seam(name, install)
+    def residual_numel(model, input_shape) -> int:
+        return embedded_numel(model.get_submodule(embedding), input_shape)
 
-
-def remove(patched) -> None:
-    """Drop the block patches an earlier SeaCache Apply left on this (cloned) MODEL."""
-    replaced = patched.model_options.get("transformer_options", {}).get("patches_replace", {}).get("dit", {})
-    for key in [k for k, v in replaced.items() if isinstance(v, BlockPatch)]:
-        del replaced[key]
+    name = f"block stack ({type(diffusion_model).__name__}, {len(blocks)} blocks)"
+    return Seam(name, residual_numel, enter_run)

@@ -3,12 +3,16 @@ residual ``stack_out - stack_in`` is committed once every row of the call's batc
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
-from ...seacache_core import SeaCacheSession
+from ...seacache_core import Decision, SeaCacheGate
 
-CALL_KEY = "seacache_call"
-"""transformer_options key under which the APPLY_MODEL gate hands the current call to block-level seams."""
+CALL_OPTION = "seacache_call"
+"""transformer_options key under which the SeaCache runtime hands the current call to the seam."""
+RUN_OPTION = "seacache_run"
+"""transformer_options key holding the SeaCache run (``nodes.seacache_runtime.SeaCacheRun``) during sampling."""
 
 
 class StackCall:
@@ -16,10 +20,11 @@ class StackCall:
 
     ``enter(rows)`` returns the stack output to use instead of running the stack (a reused call), or None when
     the stack must run; ``leave(rows_out)`` records the computed output. Rows arrive in batch order, all at once
-    (block stacks, diffusion-model calls) or item by item (models that loop over the batch)."""
+    (block stacks, diffusion-model calls) or item by item (models that loop over the batch). ``lock`` serialises
+    the gate between concurrent calls of one run."""
 
-    def __init__(self, session: SeaCacheSession, decision, batch: int, seam: str, latent_channels: int):
-        self.session, self.decision, self.batch, self.seam = session, decision, batch, seam
+    def __init__(self, gate: SeaCacheGate, lock: threading.Lock, decision: Decision, batch: int, latent_channels: int):
+        self.gate, self.lock, self.decision, self.batch = gate, lock, decision, batch
         self.latent_channels = latent_channels  # channels of the sampler's latent (concat conditioning excluded)
         self.image_slice: slice | None = None  # block seams: the image tokens in a joint text+image stream
         self.double_out: torch.Tensor | None = None  # block seams: image stream leaving the double-stream blocks
@@ -36,9 +41,11 @@ class StackCall:
             self.reusing = False
             if self.decision.reuse:
                 like = stack_in if stack_in.shape[0] == self.batch else stack_in[:1].expand(self.batch, *stack_in.shape[1:])
-                predicted = self.session.gate.predict(self.decision, like)
+                with self.lock:
+                    predicted = self.gate.predict(self.decision, like)
+                    if predicted is not None:
+                        self.gate.commit(self.decision)
                 if predicted is not None:
-                    self.session.gate.commit(self.decision)
                     self.reusing, self.predicted, self.done = True, predicted, True
         rows = stack_in.shape[0]
         if self.reusing:
@@ -59,13 +66,14 @@ class StackCall:
             residual = torch.cat([o - i for o, i in zip(self.outputs, self.inputs)])
         self.inputs.clear()
         self.outputs.clear()
-        self.session.gate.commit(self.decision, residual)
+        with self.lock:
+            self.gate.commit(self.decision, residual)
         self.done = True
 
-    def finish(self) -> None:
-        """Raise if the model never passed through the seam (its results would be miscounted)."""
+    def finish(self) -> bool:
+        """After the model call: True when the call passed the seam and was committed; otherwise the decision is
+        dropped from the gate (the model ran whole, its output is exact) and False is returned."""
         if not self.done:
-            raise RuntimeError(
-                f"SeaCache: the model call never passed its {self.seam} (this model's code path differs from the "
-                "one the seam expects); apply SeaCache to an unpatched MODEL or report the model type."
-            )
+            with self.lock:
+                self.gate.discard(self.decision)
+        return self.done

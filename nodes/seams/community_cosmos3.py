@@ -4,7 +4,7 @@
 That model loops over the batch inside its forward and runs ``for layer in self.layers: und, gen = layer(und,
 gen, cos_und, sin_und, cos_gen, sin_gen)`` on one item's text (und) and generator (gen) sequences, then keeps
 only the generator output (final ``norm_moe_gen``, ``proj_out``). It offers no wrapper or block-replace hook,
-so the patched clone gets an object patch of ``diffusion_model.layers``: the same layer modules (the weights'
+so SeaCache Apply gives the patched clone an object patch of ``diffusion_model.layers``: the same layer modules (the weights'
 key names do not change) whose iteration, during a gated call, yields one step that runs every layer or, on a
 reused call, returns the item's generator input plus the extrapolated residual; the text pathway is skipped
 too, as with this pack's Cosmos3. The residual is taken per item, before ``norm_moe_gen``, like the native
@@ -13,11 +13,12 @@ seam's.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import torch
 
-from .base import Seam, install_apply_gate
+from .base import Seam
 from .call import StackCall
 
 NAME = "Cosmos3 decoder-layer stack (community ComfyUI-Cosmos3)"
@@ -59,10 +60,12 @@ def _matches(diffusion_model) -> bool:
 
 @contextmanager
 def _bind(base_model, call):
-    """Hand the call to the layer stack for its duration (the stack never sees transformer_options)."""
+    """Hand the call to the layer stack for its duration (the stack never sees transformer_options). A layer list
+    that is not SeaCache's (the object patch was dropped) gets nothing: the call then runs whole, uncached."""
     stack = base_model.diffusion_model.layers
     if not isinstance(stack, GatedLayerStack):
-        raise RuntimeError("SeaCache: the community Cosmos3 layer stack is not patched in (was the model reloaded?)")
+        yield
+        return
     stack.call = call
     try:
         yield
@@ -70,17 +73,24 @@ def _bind(base_model, call):
         stack.call = None
 
 
-def plan(model) -> Seam | None:
-    """The layer-stack seam for a community Cosmos3 MODEL, None for any other model."""
-    diffusion_model = getattr(getattr(model, "model", None), "diffusion_model", None)
-    if not _matches(diffusion_model) or LAYERS in model.object_patches:
+def _residual_numel(diffusion_model, input_shape) -> int:
+    """Generator tokens (the latent's elements over the patch embedding's input width) x hidden width."""
+    proj_in = diffusion_model.proj_in
+    return math.prod(input_shape[1:]) // proj_in.in_features * proj_in.out_features
+
+
+def seam_for(model_patcher, model_options: dict) -> Seam | None:
+    """The layer-stack seam for a community Cosmos3 MODEL whose layer list is SeaCache's (or not yet patched by
+    anyone), None for any other model."""
+    diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
+    patch = model_patcher.object_patches.get(LAYERS) if hasattr(model_patcher, "object_patches") else None
+    if not _matches(diffusion_model) or not (patch is None or isinstance(patch, GatedLayerStack)):
         return None
 
-    def install(patched) -> None:
+    def attach(patched) -> None:
         patched.add_object_patch(LAYERS, GatedLayerStack(list(diffusion_model.layers)))
-        install_apply_gate(patched, NAME, _bind)
 
-    return Seam(NAME, install, auto_order=2)
+    return Seam(NAME, _residual_numel, bind=_bind, attach=attach, auto_order=2)
 
 
 def remove(patched) -> None:

@@ -1,34 +1,43 @@
 """Seam for this pack's Cosmos3: the generator stack (``run_gen_stack``, every layer's generator pathway over
-cached text K/V), wrapped through the model's own ``GEN_STACK_WRAPPER``. A reused call runs neither the
-generator layers nor the text pathway."""
+cached text K/V), entered and left through the model's own ``GEN_STACK_WRAPPER`` hook. A reused call runs neither
+the generator layers nor the text pathway."""
 
 from __future__ import annotations
 
+import comfy.patcher_extension
+
 from ..cosmos3_model import GEN_STACK_WRAPPER, Cosmos3
-from ..seacache_runtime import RUN_KEY, SETTINGS_KEY, ComfyRun
 from .base import WRAPPER_KEY, Seam
+from .call import CALL_OPTION, StackCall
 
 NAME = "Cosmos3 generator stack (this pack)"
 
 
-def gen_stack_wrapper(executor, hidden, inputs):
-    """The generator-stack wrapper: gated inside a run, a plain call otherwise (e.g. outside sampling)."""
-    opts = inputs.transformer_options
-    run: ComfyRun | None = opts.get(RUN_KEY)
-    if run is None:
+def gen_stack_seam(executor, hidden, inputs):
+    """Enter the stack (the predicted output on a reused call) or run it and leave it; a plain call outside a
+    gated call (e.g. an uncached guidance call)."""
+    call: StackCall | None = inputs.transformer_options.get(CALL_OPTION)
+    if call is None:
         return executor(hidden, inputs)
-    keys = run.begin_call(opts, hidden.shape[0])
-    out = run.session.run(lambda h: executor(h, inputs), hidden, inputs.latent, float(inputs.sigma[0]), keys)
-    run.end_call(opts[SETTINGS_KEY])
+    predicted = call.enter(hidden)
+    if predicted is not None:
+        return predicted
+    out = executor(hidden, inputs)
+    call.leave(out)
     return out
 
 
-def _install(patched) -> None:
-    patched.add_wrapper_with_key(GEN_STACK_WRAPPER, WRAPPER_KEY, gen_stack_wrapper)
+def _enter_run(model_options: dict) -> None:
+    comfy.patcher_extension.add_wrapper_with_key(GEN_STACK_WRAPPER, WRAPPER_KEY, gen_stack_seam, model_options, is_model_options=True)
 
 
-def plan(model) -> Seam | None:
+def _residual_numel(diffusion_model, input_shape) -> int:
+    cfg = diffusion_model.config
+    return cfg.token_count(*input_shape[2:5]) * cfg.hidden_size
+
+
+def seam_for(model_patcher, model_options: dict) -> Seam | None:
     """The generator-stack seam for a MODEL from this pack's Cosmos3 Loader, None for any other model."""
-    if isinstance(getattr(model, "model", None), Cosmos3):
-        return Seam(NAME, _install, auto_order=2)
+    if isinstance(getattr(model_patcher, "model", None), Cosmos3):
+        return Seam(NAME, _residual_numel, _enter_run, auto_order=2)
     return None

@@ -14,7 +14,7 @@ import math
 import torch
 
 
-def flow_view(model_sampling, sigma: float) -> tuple[float, float]:
+def flow_scale_and_sigma(model_sampling, sigma: float) -> tuple[float, float]:
     """``(scale, sigma_flow)`` with ``scale * x = (1 - sigma_flow) x0 + sigma_flow eps`` for the sampler's latent x
     at ``sigma``; ValueError for a sampling type that is not a noise schedule of that form."""
     s = torch.tensor([float(sigma)], dtype=torch.float64)

@@ -1,0 +1,69 @@
+"""How SeaCache composes with what other nodes put on the same MODEL: other step caches are refused before the
+first step, and model calls that belong to guidance rather than to the sampler's step run uncached."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+# Other step caches, recognised by the wrapper keys or transformer_options keys their nodes register.
+OTHER_CACHES = {
+    "easycache": "EasyCache (core)",
+    "lazycache": "LazyCache (core)",
+    "teacache": "TeaCache (ComfyUI-TeaCache)",
+    "rel_l1_thresh": "TeaCache (ComfyUI-TeaCache)",
+    "magcache": "MagCache (ComfyUI-MagCache)",
+    "mag_ratios": "MagCache (ComfyUI-MagCache)",
+}
+GUIDANCE_FUNCTIONS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
+
+
+def other_cache(model_patcher, model_options: dict) -> str | None:
+    """The name of another step cache patched into this MODEL (its options or its patcher's wrappers), else None.
+    Two caches would each skip work the other believes was done."""
+    transformer_options = model_options.get("transformer_options", {})
+    names = set(transformer_options)
+    for wrappers in (transformer_options.get("wrappers", {}), getattr(model_patcher, "wrappers", {})):
+        for keyed in wrappers.values():
+            names.update(keyed)
+    for name in sorted(names):
+        for marker, cache in OTHER_CACHES.items():
+            if marker in str(name).lower():
+                return cache
+    return None
+
+
+def refuse_other_caches(model_patcher, model_options: dict) -> None:
+    """ValueError naming the other step cache on this MODEL and the fix (before the first step)."""
+    cache = other_cache(model_patcher, model_options)
+    if cache is not None:
+        raise ValueError(
+            f"SeaCache Apply and {cache} are both on this MODEL; two step caches cannot share one model (each "
+            f"would skip work the other relies on). Remove one of the two nodes from the model chain."
+        )
+
+
+def options_signature(transformer_options: dict) -> dict:
+    """Which block/attention replacement patches a call runs with (by identity), to tell the sampler's calls from
+    guidance calls with their own patches (skip-layer guidance, perturbed attention)."""
+    replaced = transformer_options.get("patches_replace", {})
+    return {kind: {key: id(patch) for key, patch in patches.items()} for kind, patches in replaced.items()}
+
+
+def mark_guidance_calls(model_options: dict, run) -> None:
+    """Wrap the run's pre-/post-CFG functions (in the run's private options) so that model calls they make count
+    as guidance calls: ``run.guidance_depth`` is raised while one runs."""
+
+    def marked(function):
+        @wraps(function)
+        def guidance(args):
+            run.guidance_depth += 1
+            try:
+                return function(args)
+            finally:
+                run.guidance_depth -= 1
+
+        return guidance
+
+    for name in GUIDANCE_FUNCTIONS:
+        if name in model_options:
+            model_options[name] = [marked(function) for function in model_options[name]]
