@@ -2,8 +2,8 @@
 
 The folder is what diffusers' ``Cosmos3AVAEAudioTokenizer.save_pretrained`` writes (``config.json`` +
 ``diffusion_pytorch_model.safetensors``, encoder and decoder), in the shipped Oobleck/SnakeBeta configuration with
-small widths and strides: 8 latent channels, hop 6 (strides 2, 3: an odd stride takes the output-padding path),
-stereo at 4800 Hz. Snake parameters and weight-norm gains are randomised so a wrong key mapping shows.
+the shipped strides and rate (hop 1920 at 48 kHz: 25 latent frames a second, as the transformer's sound positions
+assume; stride 5 takes the odd output-padding path) and tiny widths: 8 latent channels, decoder base width 2. Snake parameters and weight-norm gains are randomised so a wrong key mapping shows.
 
     python scripts/tiny_audio_vae.py OUT_DIR [--seed 0]
 """
@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 
-TINY_AUDIO_VAE = dict(sampling_rate=4800, vocoder_input_dim=8, dec_dim=4, dec_c_mults=(1, 2), dec_strides=(2, 3),
-                      dec_out_channels=2, enc_dim=4, enc_latent_dim=16, enc_c_mults=(1, 2), enc_strides=(2, 3),
-                      enc_num_blocks=1, enc_n_fft=16, enc_hop_length=4)
+TINY_AUDIO_VAE = dict(vocoder_input_dim=8, dec_dim=2, enc_dim=2, enc_latent_dim=16, enc_num_blocks=1)
 
 
 def build_tiny_audio_vae(seed: int = 0):

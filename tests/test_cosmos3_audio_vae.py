@@ -12,7 +12,7 @@ from cosmos3.audio_vae import AudioVAEConfig, load_audio_vae
 pytest.importorskip("diffusers")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 
-from tiny_audio_vae import TINY_AUDIO_VAE, build_tiny_audio_vae, write_tiny_audio_vae  # noqa: E402
+from tiny_audio_vae import build_tiny_audio_vae, write_tiny_audio_vae  # noqa: E402
 
 RTOL = 2e-5
 
@@ -33,7 +33,7 @@ def test_decoder_matches_diffusers(root, batch, frames):
     with torch.no_grad():
         expected, got = ref.decode(latent), ours.decode(latent)
     hop = ours.config.hop
-    assert got.shape == expected.shape == (batch, 2, frames * hop) and hop == 6
+    assert got.shape == expected.shape == (batch, 2, frames * hop) and hop == 1920
     err = ((got - expected).abs().max() / expected.abs().max()).item()
     print(f"parity audio VAE decode batch {batch} frames {frames}: max rel err {err:.2e}")
     assert err < RTOL
@@ -44,8 +44,7 @@ def test_encoder_weights_are_skipped_and_config_read(root):
     with open(os.path.join(root, "sound_tokenizer", "config.json")) as f:
         raw = json.load(f)
     config = AudioVAEConfig.from_dict(raw)
-    assert (config.sampling_rate, config.vocoder_input_dim, config.hop) == (4800, 8, 6)
-    assert config.dec_strides == tuple(TINY_AUDIO_VAE["dec_strides"])
+    assert (config.sampling_rate, config.vocoder_input_dim, config.hop, config.dec_dim) == (48000, 8, 1920, 2)
     assert all(k.startswith("decoder.") for k in load_audio_vae(root).state_dict())
 
 
