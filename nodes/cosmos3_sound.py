@@ -106,11 +106,6 @@ def with_sound(video: dict, fps: float, audio_vae: Cosmos3AudioVAEHandle) -> dic
     return {**video, "samples": nested([samples, sound])}  # ComfyUI's sampler gives the sound a mask of ones
 
 
-def _fps_input():
-    return io.Float.Input("fps", default=24.0, min=1.0, max=120.0, step=1.0,
-                          tooltip="Frames per second of the clip: sets the sound length. Use the fps of Cosmos3 Prompt.")
-
-
 def _audio_vae_input():
     return Cosmos3AudioVAEIO.Input("audio_vae", tooltip="AUDIO_VAE of the Cosmos3 Loader (a checkpoint with sound).")
 
@@ -130,7 +125,7 @@ class Cosmos3EmptyAVLatent(io.ComfyNode):
                 io.Int.Input("width", default=832, min=16, max=8192, step=16, tooltip="Width in pixels (multiple of 16)."),
                 io.Int.Input("height", default=480, min=16, max=8192, step=16, tooltip="Height in pixels (multiple of 16)."),
                 io.Int.Input("length", default=93, min=1, max=1025, step=4, tooltip="Frames, 4k+1."),
-                _fps_input(),
+                io.Float.Input("fps", default=24.0, min=1.0, max=120.0, step=1.0, tooltip="Frames per second of the clip: sets the sound length. Use the fps of Cosmos3 Prompt."),
                 io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once."),
                 _audio_vae_input(),
             ],
@@ -159,7 +154,7 @@ class Cosmos3AddSound(io.ComfyNode):
             "keeps its clean start frame); the sizes stay those of the video latent.",
             inputs=[
                 io.Latent.Input("latent", tooltip="Video latent from Cosmos3 Empty Latent Video or Cosmos3 Image To Video."),
-                _fps_input(),
+                io.Float.Input("fps", default=24.0, min=1.0, max=120.0, step=1.0, tooltip="Frames per second of the clip: sets the sound length. Use the fps of Cosmos3 Prompt."),
                 _audio_vae_input(),
             ],
             outputs=[io.Latent.Output()],

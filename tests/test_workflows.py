@@ -30,13 +30,14 @@ FAMILY = {
     SUPER_I2V: dict(member="Cosmos3-Super-Image2Video", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v"),
     I2V_4STEP: dict(member="Cosmos3-Super-Image2Video-4Step", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v-4step"),
 }
+SOUND_T2V = "cosmos3_t2v_sound_seacache.json"
 WAN = "wan22_5b_t2v_seacache.json"
 FLUX = "flux_t2i_seacache.json"
 ANYMODEL = [WAN, FLUX]
-ALL = WORKFLOWS + list(FAMILY) + ANYMODEL
+ALL = WORKFLOWS + list(FAMILY) + [SOUND_T2V] + ANYMODEL
 APPLY_DEFAULTS = [0.25, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
-SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
+SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3EmptyAVLatent")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
 
 
@@ -69,6 +70,7 @@ def test_pack_node_ids_scan():
         "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
         "SeaCacheCosmos3DistilledScheduler", "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
+        "SeaCacheCosmos3EmptyAVLatent", "SeaCacheCosmos3AddSound", "SeaCacheCosmos3SoundDecode",
     }
 
 
@@ -275,9 +277,32 @@ def test_family_wiring(name):
         assert source_type(workflow, only(workflow, "SaveVideo"), "video") == ("CreateVideo", 0)
 
 
+def test_sound_workflow_recipe_and_wiring():
+    """Cosmos3 T2V with sound: the T2V recipe at 24 GB, sizes and fps set once on the AV latent (the prompts and
+    the saved video use the same fps), the sound decoded from the sampled AV latent into the saved video."""
+    workflow = load(SOUND_T2V)
+    assert only(workflow, "SeaCacheCosmos3Loader")["widgets_values"] == ["Cosmos3-Nano", "fp8_e4m3fn"]
+    empty, decode = only(workflow, "SeaCacheCosmos3EmptyAVLatent"), only(workflow, "SeaCacheCosmos3SoundDecode")
+    assert empty["widgets_values"] == [832, 480, 93, 24.0, 1] and not wr.nodes_of_type(workflow, "SeaCacheCosmos3EmptyLatentVideo")
+    pos, neg = (only(workflow, t)["widgets_values"] for t in TEXT_NODES)
+    assert pos[1] == neg[1] == 24 and only(workflow, "CreateVideo")["widgets_values"] == [24]
+    assert only(workflow, "SeaCacheCosmos3Scheduler")["widgets_values"] == [35, 5.0, 1.0]
+    stats, sampler = only(workflow, "SeaCacheStats"), only(workflow, "SamplerCustomAdvanced")
+    assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3EmptyAVLatent", 0)
+    assert source_type(workflow, empty, "audio_vae") == ("SeaCacheCosmos3Loader", 3)
+    assert source_type(workflow, decode, "audio_vae") == ("SeaCacheCosmos3Loader", 3)
+    assert wr.upstream(workflow, decode["id"], "samples") == (stats, 0)
+    assert wr.upstream(workflow, only(workflow, "VAEDecode")["id"], "samples") == (stats, 0)
+    assert source_type(workflow, only(workflow, "CreateVideo"), "audio") == ("SeaCacheCosmos3SoundDecode", 0)
+    note = only(workflow, "MarkdownNote")["widgets_values"][0]
+    for fact in ("sound_gen", "sound_tokenizer/", "24 GB", "832x480", "93 frames", "fp8_e4m3fn", "0.33.0", "fps"):
+        assert fact in note, fact
+
+
 # ----------------------------------------------------------------------------- with ComfyUI
 
 TINY_NAME = "tiny-cosmos3"
+SOUND_NAME = "tiny-cosmos3-sound"
 TEST_IMAGE = "seacache_workflow_test.png"
 STEPS, SIZE, FRAMES = 6, 64, 9
 
@@ -293,6 +318,7 @@ def session(comfy, tmp_path_factory):
     comfy.load_extra_nodes(*wr.EXTRA_NODE_FILES)
     models = tmp_path_factory.mktemp("workflow_models")
     make_tiny_checkpoint(str(models / TINY_NAME))
+    make_tiny_checkpoint(str(models / SOUND_NAME), "tiny-sound")
     comfy.folder_paths.add_model_folder_path("diffusion_models", str(models))
     community = tmp_path_factory.mktemp("workflow_cosmos3")  # models/cosmos3, as the ComfyUI-Cosmos3 pack keeps them
     for name, spec in FAMILY.items():
@@ -421,6 +447,29 @@ def test_i2v_workflow_runs(session):
     assert float(start[:, :, :1].abs().max()) > 0.01  # the encoded image, not an empty frame
     assert float((sampled[:, :, :1] - start[:, :, :1]).abs().max()) <= 1e-5  # frame 0 stays the start image
     assert float((sampled[:, :, 1:] - start[:, :, 1:]).abs().max()) > 0.1  # the rest was generated
+
+
+def test_sound_workflow_runs_and_saves_video_with_audio(session):
+    """End to end on the tiny sound checkpoint: the saved mp4 holds the video and a 48 kHz stereo audio stream."""
+    import importlib.util
+
+    if importlib.util.find_spec("comfy.nested_tensor") is None:
+        pytest.skip("this ComfyUI has no NestedTensor audio-video latents (Cosmos3 sound refuses to run there)")
+    av = pytest.importorskip("av")
+    workflow = load(SOUND_T2V)
+    with session.fake_prompt_server() as server:
+        result = wr.run_ui_workflow(session, workflow, overrides({("SeaCacheCosmos3Loader", "checkpoint"): SOUND_NAME}))
+    report = _check_run(session, workflow, result, server.messages)
+    print(f"sound workflow: reused {report['reused']} of {report['calls']} calls")
+    sound = result.outputs[only(workflow, "SeaCacheCosmos3SoundDecode")["id"]][0]
+    assert sound["sample_rate"] == 48000 and tuple(sound["waveform"].shape) == (1, 2, 10 * 1920)
+    saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
+    path = Path(session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
+    with av.open(str(path)) as container:
+        assert len(container.streams.video) == 1 and len(container.streams.audio) == 1
+        audio = container.streams.audio[0]
+        assert audio.rate == 48000 and audio.channels == 2
+        assert sum(frame.samples for frame in container.decode(audio=0)) >= 0.9 * FRAMES / 24 * 48000
 
 
 def test_reuse_report_draws_in_the_frontend(session, tmp_path):
