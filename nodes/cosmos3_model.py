@@ -155,10 +155,11 @@ class Cosmos3(comfy.model_base.BaseModel):
         return activation_bytes(cfg, tokens, self.manual_cast_dtype or self.get_dtype())
 
     def get_dynamic_vram__units(self):
-        """Dynamic VRAM load order: the generator pathway in call order first; the text pathway, which runs once
-        per prompt and run (its K/V are cached), last."""
+        """Dynamic VRAM load order: the generator pathway in call order first (the sound projections with the
+        input projection); the text pathway, which runs once per prompt and run (its K/V are cached), last."""
         dm = self.diffusion_model
-        generator = [[dm.proj_in, dm.time_embedder]] + [layer.generator_modules() for layer in dm.layers]
+        sound = [getattr(dm, name) for name in ("audio_proj_in", "audio_proj_out") if hasattr(dm, name)]
+        generator = [[dm.proj_in, dm.time_embedder, *sound]] + [layer.generator_modules() for layer in dm.layers]
         text = [[dm.embed_tokens]] + [layer.text_modules() for layer in dm.layers]
         return generator + [[dm.norm_moe_gen, dm.proj_out]], text
 
