@@ -100,7 +100,7 @@ def test_t2v_with_sound_samples_and_decodes(av):
     assert sound["waveform"].dtype == torch.float32 and 0 < sound["waveform"].abs().max() <= 1.0
 
 
-def test_i2v_with_sound_keeps_frame_zero(av):
+def test_i2v_with_sound_keeps_frame_zero_with_and_without_seacache(av):
     image = torch.rand(1, 64, 64, 3)
     pos, neg = av.encode(), av.encode("", negative=True)
     pos, neg, latent = av.ns.run_node("SeaCacheCosmos3ImageToVideo", positive=pos, negative=neg, vae=av.vae,
@@ -110,6 +110,8 @@ def test_i2v_with_sound_keeps_frame_zero(av):
     video, audio = sample_av(av, joint, positive=pos, negative=neg).unbind()
     assert torch.equal(video[:, :, :1], latent["samples"][:, :, :1])
     assert (video[:, :, 1:] - latent["samples"][:, :, 1:]).abs().max() > 0.1 and audio.abs().max() > 0.1
+    exact = sample_av(av, joint, model=av.seacache(threshold=0.0), positive=pos, negative=neg).unbind()
+    assert torch.equal(exact[0], video) and torch.equal(exact[1], audio)  # SeaCache at threshold 0: bit-identical
 
 
 def test_seacache_on_av_threshold_zero_is_bit_identical_and_defaults_reuse(av):
