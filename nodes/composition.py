@@ -18,14 +18,12 @@ GUIDANCE_FUNCTIONS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
 
 
 def other_cache(model_patcher, model_options: dict) -> str | None:
-    """The name of another step cache patched into this MODEL (its options or its patcher's wrappers), else None.
-    Two caches would each skip work the other believes was done."""
+    """The name of another step cache patched into this MODEL, else None: its wrapper keys first (each node's
+    own), then its transformer_options keys. Two caches would each skip work the other believes was done."""
     transformer_options = model_options.get("transformer_options", {})
-    names = set(transformer_options)
-    for wrappers in (transformer_options.get("wrappers", {}), getattr(model_patcher, "wrappers", {})):
-        for keyed in wrappers.values():
-            names.update(keyed)
-    for name in sorted(names):
+    wrapper_keys = [key for wrappers in (transformer_options.get("wrappers", {}), getattr(model_patcher, "wrappers", {}))
+                    for keyed in wrappers.values() for key in keyed]
+    for name in [*wrapper_keys, *transformer_options]:
         for marker, cache in OTHER_CACHES.items():
             if marker in str(name).lower():
                 return cache

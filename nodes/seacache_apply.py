@@ -32,7 +32,6 @@ def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     if auto_order:
         settings.config.order = seam.auto_order
     flow_scale_and_sigma(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
-    settings.seam = seam.name
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
     for wrapper_type, wrapper in (
         (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),

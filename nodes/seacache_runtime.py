@@ -53,7 +53,6 @@ class SeaCacheSettings:
     start_percent: float = 0.0
     end_percent: float = 1.0
     node_id: str | None = None
-    seam: str = ""
     last_run: dict | None = field(default=None, compare=False)
 
     def __deepcopy__(self, memo):
@@ -77,9 +76,9 @@ class SeaCacheRun:
     ComfyUI gives each conditioning entry a fresh uuid per run; branches are named "cond0", "uncond0", "cond1"...
     in order of appearance (and "w0", "w1"... per context window) so identical runs report identically."""
 
-    def __init__(self, session: SeaCacheSession, seam: Seam, settings: SeaCacheSettings, patches_signature: dict):
+    def __init__(self, session: SeaCacheSession, seam: Seam, settings: SeaCacheSettings):
         self.session, self.seam, self.settings = session, seam, settings
-        self.patches_signature = patches_signature
+        self.patches_signature: dict = {}  # the replacement patches of the sampler's own calls (set at run start)
         self.lock = threading.Lock()
         self.names: dict = {}
         self.windows: dict = {}
@@ -181,19 +180,18 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     refuse_other_caches(guider.model_patcher, guider.model_options)
     seam = select_seam(guider.model_patcher, guider.model_options)
     session = SeaCacheSession(settings.config, settings.start_percent, settings.end_percent)
-    status, run = "failed", None
+    run = SeaCacheRun(session, seam, settings)
+    status = "failed"
     try:
-        with run_scoped_option(guider, RUN_OPTION, None):
+        with run_scoped_option(guider, RUN_OPTION, run):
             seam.enter_run(guider.model_options)
-            run = SeaCacheRun(session, seam, settings, options_signature(guider.model_options["transformer_options"]))
-            guider.model_options["transformer_options"][RUN_OPTION] = run
+            run.patches_signature = options_signature(guider.model_options["transformer_options"])
             mark_guidance_calls(guider.model_options, run)
             out = executor(*args, **kwargs)
         status = "completed"
         return out
     finally:
-        settings.seam = seam.name
-        settings.last_run = run.report(status) if run is not None else {**session.report(status), "seam": seam.name}
+        settings.last_run = run.report(status)
         session.release()
 
 

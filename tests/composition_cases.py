@@ -20,18 +20,21 @@ import tiny_comfy_models
 from anymodel_runs import last_report, sample, seacache
 
 MODEL = "wan21_t2v"
-STEPS, CFG = 20, 5.0
+CFG = 5.0
 
 
 def with_defaults(ns, node: str, **inputs):
-    """Run a core node with its schema defaults for every input not given (inputs differ between versions)."""
+    """Run a core node with its schema defaults for every input not given; inputs this version's node does not
+    have are left out (the nodes' inputs differ between ComfyUI versions)."""
     import comfyui_harness
 
-    schema = comfyui_harness.node_class(ns, node).define_schema()
-    for item in schema.inputs:
-        if item.id not in inputs and getattr(item, "default", None) is not None:
-            inputs[item.id] = item.default
-    return ns.run_node(node, **inputs).outputs[0]
+    known = {}
+    for item in comfyui_harness.node_class(ns, node).define_schema().inputs:
+        if item.id in inputs:
+            known[item.id] = inputs[item.id]
+        elif getattr(item, "default", None) is not None:
+            known[item.id] = item.default
+    return ns.run_node(node, **known).outputs[0]
 
 
 def identity_block(args, extra):
@@ -70,6 +73,7 @@ class Case:
     name: str
     build: Callable
     frames: int | None = None
+    steps: int = 20
 
 
 CASES = (
@@ -77,9 +81,9 @@ CASES = (
     Case("block-replace patch before SeaCache Apply", lambda ns, m, slot: slot(block_patch(ns, m))),
     Case("SkipLayerGuidanceDiT after SeaCache Apply", lambda ns, m, slot: skip_layer_guidance(ns, slot(m))),
     Case("SkipLayerGuidanceDiT before SeaCache Apply", lambda ns, m, slot: slot(skip_layer_guidance(ns, m))),
-    Case("WanContextWindowsManual (static windows) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_static")(ns, slot(m)), frames=21),
-    Case("WanContextWindowsManual (static windows) before SeaCache Apply", lambda ns, m, slot: slot(context_windows("standard_static")(ns, m)), frames=21),
-    Case("WanContextWindowsManual (uniform windows, default) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_uniform")(ns, slot(m)), frames=21),
+    Case("WanContextWindowsManual (static windows) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_static")(ns, slot(m)), frames=21, steps=30),
+    Case("WanContextWindowsManual (static windows) before SeaCache Apply", lambda ns, m, slot: slot(context_windows("standard_static")(ns, m)), frames=21, steps=30),
+    Case("WanContextWindowsManual (uniform windows, default) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_uniform")(ns, slot(m)), frames=21, steps=30),
 )
 
 
@@ -102,7 +106,7 @@ def measure(ns, case: Case, model=None) -> dict:
     spec = spec_for(case)
 
     def run(graph):
-        return sample(ns, graph, spec, steps=STEPS, cfg=CFG)
+        return sample(ns, graph, spec, steps=case.steps, cfg=CFG)
 
     plain = run(case.build(ns, model, lambda m: m))
     exact = torch.equal(run(case.build(ns, model, lambda m: seacache(ns, m, threshold=0.0))), plain)
@@ -116,16 +120,16 @@ def measure(ns, case: Case, model=None) -> dict:
     report = last_report(slot["model"])
     alone = seacache(ns, model)
     alone_error = rel_error(run(alone), run(model))
-    return dict(case=case.name, exact=exact, error=rel_error(cached, plain), alone_error=alone_error,
+    return dict(case=case.name, steps=case.steps, exact=exact, error=rel_error(cached, plain), alone_error=alone_error,
                 reused=report["reused"], calls=report["calls"], guidance_calls=report["guidance_calls"],
                 seam=report["seam"], alone_reused=last_report(alone)["reused"])
 
 
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
-    lines = ["| case (tiny Wan 2.1, 20 steps, CFG 5) | threshold 0 bit-identical | error vs graph without SeaCache "
-             "| SeaCache alone error | reused / calls |", "| --- | --- | ---: | ---: | --- |"]
+    lines = ["| case (tiny Wan 2.1, CFG 5) | steps | threshold 0 bit-identical | error vs graph without SeaCache "
+             "| SeaCache alone error | reused / gated calls | seam |", "| --- | ---: | --- | ---: | ---: | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r['case']} | {'yes' if r['exact'] else 'no'} | {r['error']:.4f} | {r['alone_error']:.4f} "
-                     f"| {r['reused']} / {r['calls']} |")
+        lines.append(f"| {r['case']} | {r['steps']} | {'yes' if r['exact'] else 'no'} | {r['error']:.4f} | "
+                     f"{r['alone_error']:.4f} | {r['reused']} / {r['calls']} | {r['seam']} |")
     return "\n".join(lines)

@@ -73,6 +73,13 @@ def test_summary_text_states_status_steps_threshold_and_counts(chart, report):
     assert lines[3].endswith(" ".join(letters[r["decision"]] for r in report["records"]))
 
 
+def test_summary_text_names_calls_that_ran_outside_the_gate(chart, report):
+    assert "guidance" not in chart.summary_text(report) and "missed" not in chart.summary_text(report)
+    lines = chart.summary_text({**report, "guidance_calls": 12, "uncached_calls": 1, "seam": "block stack"}).splitlines()
+    assert lines[-3:] == ["guidance calls (other model options, run plain): 12",
+                          "calls that missed the seam (ran whole): 1", "residual boundary: block stack"]
+
+
 def test_summary_text_of_a_failed_run(chart):
     text = chart.summary_text(run_report(0.1, status="failed"))
     assert text.startswith(f"SeaCache run failed over {STEPS} steps (threshold 0.1):\nSeaCache: {STEPS} calls, ")

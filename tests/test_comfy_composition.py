@@ -1,0 +1,234 @@
+"""SeaCache Apply in the graphs users build (needs COMFYUI_PATH): ComfyUI's own nodes chained before or after it on
+ComfyUI's tiny random-weight Wan 2.1 (and the other core families for the memory estimate).
+
+- Each case of ``composition_cases.CASES`` (block-replace patches, SkipLayerGuidanceDiT, context windows): threshold
+  0 bit-identical to the graph without SeaCache; the default threshold reuses and stays within 1.5x of SeaCache
+  alone's error (moving context windows: the whole windowed step is the stack, bounded separately); context
+  windows reuse at least a third of the calls.
+- Other step caches (EasyCache, LazyCache), before or after SeaCache Apply, with settings where they really skip:
+  refused at Apply or at run start, before any model call, naming both nodes.
+- Concurrent model calls from two threads (what ComfyUI's MultiGPU CFG Split does with one thread per device):
+  the same decisions per branch as one batched call, threshold 0 bit-identical.
+- The residual history is counted in ComfyUI's memory estimate for every core family's seam.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import composition_cases as cases
+import tiny_comfy_models
+from anymodel_runs import counting_blocks, last_report, sample, seacache
+
+STEPS = 20
+EXTRA_NODES = ("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")
+
+
+@pytest.fixture(scope="module")
+def pack(comfy):
+    """The pack loaded as ComfyUI loads it, the core nodes these graphs use, one torch thread (tiny models)."""
+    import comfyui_harness
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    comfy.load_extra_nodes(*EXTRA_NODES)
+    yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def wan():
+    return tiny_comfy_models.build(cases.MODEL)
+
+
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+def test_composition_case(comfy, pack, wan, case):
+    row = cases.measure(comfy, case, wan)
+    print(cases.table([row]))
+    assert row["exact"], "threshold 0 must be bit-identical to the same graph without SeaCache"
+    assert row["reused"] > 0
+    if case.frames is not None:  # context windows on a long latent: a third of the model calls reused at least
+        assert 3 * row["reused"] >= row["calls"]
+    if row["seam"].startswith("context windows"):  # fused outputs extrapolated, nothing of the model runs on a
+        assert row["error"] < 0.1  # reused step: measured 0.067 vs 0.011 for SeaCache alone (30 steps)
+    else:
+        assert row["error"] <= 1.5 * row["alone_error"]
+    if "SkipLayerGuidance" in case.name:
+        assert row["guidance_calls"] == case.steps  # the skip-layer call of every step ran plain
+
+
+def _other_cache(comfy, cache, model):
+    """EasyCache or LazyCache over the whole schedule at a threshold where it skips on the tiny model."""
+    return cases.with_defaults(comfy, cache, model=model, reuse_threshold=1.0, start_percent=0.0, end_percent=1.0,
+                               verbose=False)
+
+
+@pytest.mark.parametrize("cache", ["EasyCache", "LazyCache"])
+def test_other_caches_are_refused_before_the_first_step(comfy, pack, wan, cache):
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+    blocks_per_call = 2
+    with counting_blocks(wan.model.diffusion_model) as blocks:
+        sample(comfy, _other_cache(comfy, cache, wan), spec, steps=STEPS)
+    assert blocks["calls"] < STEPS * blocks_per_call, f"{cache} skipped nothing; the test needs settings where it skips"
+
+    with pytest.raises(ValueError, match=f"SeaCache Apply and {cache}"):
+        seacache(comfy, _other_cache(comfy, cache, wan))  # other cache first: refused by SeaCache Apply
+
+    after = _other_cache(comfy, cache, seacache(comfy, wan))  # other cache last: refused at run start
+    with counting_blocks(wan.model.diffusion_model) as blocks, pytest.raises(ValueError, match=f"SeaCache Apply and {cache}"):
+        sample(comfy, after, spec, steps=STEPS)
+    assert blocks["calls"] == 0
+
+
+def test_a_call_that_misses_the_seam_runs_whole_and_is_counted(comfy, pack, wan):
+    """A node whose DIFFUSION_MODEL wrapper answers every third call itself (the model never runs, so no seam is
+    passed): no error mid-run, the gate forgets those calls, the report counts them, threshold 0 stays exact."""
+    from comfy.patcher_extension import WrappersMP
+
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+
+    def answering(model):
+        state = {"calls": 0, "last": None}
+
+        def wrapper(executor, *args, **kwargs):
+            state["calls"] += 1
+            if state["calls"] % 3 == 0 and state["last"] is not None:
+                return state["last"]
+            state["last"] = executor(*args, **kwargs)
+            return state["last"]
+
+        model = model.clone()
+        model.add_wrapper_with_key(WrappersMP.DIFFUSION_MODEL, "answers", wrapper)
+        return model
+
+    plain = sample(comfy, answering(wan), spec, steps=STEPS)
+    exact = answering(seacache(comfy, wan, threshold=0.0))
+    assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
+    report = last_report(exact)
+    assert report["uncached_calls"] == STEPS // 3 and report["calls"] == STEPS - STEPS // 3
+    cached = answering(seacache(comfy, wan))
+    assert torch.isfinite(sample(comfy, cached, spec, steps=STEPS)).all() and last_report(cached)["status"] == "completed"
+
+
+def _threaded_calls(executor, model, conds, x_in, timestep, model_options):
+    """``CALC_COND_BATCH`` wrapper: each conditioning list in its own thread, all entering the model together."""
+    barrier = threading.Barrier(len(conds))
+    outs, errors = [None] * len(conds), []
+
+    def work(index):
+        try:
+            with torch.inference_mode():
+                barrier.wait()
+                outs[index] = executor(model, [conds[index]], x_in, timestep, model_options)[0]
+        except BaseException as error:  # re-raised in the caller's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(conds))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return outs
+
+
+def test_concurrent_calls_from_two_threads(comfy, pack, wan):
+    """Cond and uncond enter the model at once from two threads (MultiGPU CFG Split runs one thread per device; on
+    the CPU the threads share one device): each branch decides as in one batched call, threshold 0 stays
+    bit-identical and the outputs agree with the batched run."""
+    from comfy.patcher_extension import WrappersMP
+
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+
+    def threaded(model):
+        model = model.clone()
+        model.add_wrapper_with_key(WrappersMP.CALC_COND_BATCH, "threads", _threaded_calls)
+        return model
+
+    plain = sample(comfy, threaded(wan), spec, steps=STEPS)
+    assert torch.equal(sample(comfy, threaded(seacache(comfy, wan, threshold=0.0)), spec, steps=STEPS), plain)
+    batched = seacache(comfy, wan)
+    split = seacache(comfy, wan)
+    a = sample(comfy, batched, spec, steps=STEPS)
+    b = sample(comfy, threaded(split), spec, steps=STEPS)
+    rb, rs = last_report(batched), last_report(split)
+    assert rs["calls"] == 2 * rb["calls"] and rs["reused"] == 2 * rb["reused"] > 0
+    per_branch = {}
+    for record in rs["records"]:
+        (branch,) = record["branches"]
+        per_branch.setdefault(branch.split("/")[0], []).append(record["decision"])
+    assert len(per_branch) == 2  # one branch per thread (each thread's call holds one conditioning list)
+    assert all(decisions == [r["decision"] for r in rb["records"]] for decisions in per_branch.values())
+    assert ((a - b).abs().max() / a.abs().max()).item() < 1e-4
+
+
+def test_multigpu_cfg_split_clones_emulated_on_the_cpu(comfy, pack, monkeypatch):
+    """Core MultiGPU CFG Split with its real per-device clones, emulated on the CPU: ComfyUI is told of a second
+    device, ``cpu:1`` (tensors placed there land on the CPU), and the tiny model gets the loader factory ComfyUI
+    rebuilds a clone from. Cond and uncond then run concurrently on the two clones, each in its own thread:
+    threshold 0 is bit-identical to the same split without SeaCache, and each branch reuses where one batched
+    call does."""
+    if not (comfy.path / "comfy_extras" / "nodes_multigpu.py").is_file():
+        pytest.skip("this ComfyUI has no MultiGPU CFG Split")
+    comfy.load_extra_nodes("nodes_multigpu.py")
+    monkeypatch.setattr(comfy.mm, "get_all_torch_devices", lambda exclude_current=False: [torch.device("cpu"), torch.device("cpu", 1)])
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+    wan = tiny_comfy_models.build(cases.MODEL)
+    wan.cached_patcher_init = (tiny_comfy_models.build, (cases.MODEL,))
+
+    def split(model):
+        split_model = comfy.run_node("MultiGPU_WorkUnits", model=model, max_gpus=2).outputs[0]
+        assert [c.load_device for c in split_model.get_additional_models_with_key("multigpu")] == [torch.device("cpu", 1)]
+        return split_model
+
+    plain = sample(comfy, split(wan), spec, steps=STEPS)
+    assert torch.equal(sample(comfy, split(seacache(comfy, wan, threshold=0.0)), spec, steps=STEPS), plain)
+    batched = seacache(comfy, wan)
+    sample(comfy, batched, spec, steps=STEPS)
+    cached = split(seacache(comfy, wan))
+    sample(comfy, cached, spec, steps=STEPS)
+    report = last_report(cached)
+    per_branch = {}
+    for record in report["records"]:
+        (branch,) = record["branches"]
+        per_branch.setdefault(branch, []).append(record["decision"])
+    assert sorted(per_branch) == ["cond0/0", "uncond0/0"] and report["reused"] > 0
+    assert all(decisions == [r["decision"] for r in last_report(batched)["records"]] for decisions in per_branch.values())
+
+
+# Residual elements per item of each tiny model's block-stack seam: image tokens x hidden width.
+RESIDUAL_NUMEL = {
+    "wan21_t2v": 3 * 4 * 4 * 128,  # latent 3x8x8, patch 1x2x2, dim 128
+    "wan21_i2v": 3 * 4 * 4 * 128,
+    "wan22_ti2v_5b": 3 * 4 * 4 * 128,
+    "hunyuan_video": 3 * 4 * 4 * 128,  # patch 1x2x2, hidden 128
+    "ltxv": 2 * 4 * 4 * 64,  # patch 1, inner dim 2 heads x 32
+    "flux": 8 * 8 * 128,  # latent 16x16, patch 2, hidden 128
+    "qwen_image": 8 * 8 * 64,  # patch 2, inner dim 2 heads x 32
+}
+
+
+@pytest.mark.parametrize("name", list(RESIDUAL_NUMEL))
+def test_memory_estimate_counts_the_residual_history_for_every_seam(comfy, pack, monkeypatch, name):
+    """What ComfyUI frees before sampling grows by the history at its fullest: 2 branches (cond, uncond) x
+    (order + 1) residuals x tokens x width x 4 bytes (fp32); nothing with the history on the CPU."""
+    spec = tiny_comfy_models.SPECS[name]
+    model = tiny_comfy_models.build(name)
+    asked = []
+    load = comfy.mm.load_models_gpu
+
+    def recording(models, memory_required=0, **kwargs):
+        asked.append(memory_required)
+        return load(models, memory_required=memory_required, **kwargs)
+
+    monkeypatch.setattr(comfy.mm, "load_models_gpu", recording)
+    sample(comfy, model, spec, steps=1)
+    sample(comfy, seacache(comfy, model, residual_order="2"), spec, steps=1)
+    sample(comfy, seacache(comfy, model, residual_storage="cpu"), spec, steps=1)
+    assert asked[1] - asked[0] == pytest.approx(2 * 3 * RESIDUAL_NUMEL[name] * 4)
+    assert asked[2] == asked[0]
+    assert "memory_required" not in vars(model.model)
