@@ -155,7 +155,8 @@ class Cosmos3Transformer(nn.Module):
             positions = torch.cat((positions, audio), dim=2)
         cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
         options = transformer_options or {}
-        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options), sound_frames)
+        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options),
+                                sound_frames=sound_frames)
         return inputs, hidden
 
     # ---------------------------------------------------------------- step 2
