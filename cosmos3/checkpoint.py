@@ -29,7 +29,8 @@ _UNUSED_PREFIXES = ("lm_head.", "action_", "audio_", "norm.")
 
 
 def is_unused_key(key: str) -> bool:
-    """Keys video generation never reads: the LM head, action and sound modules, the text pathway's final norm."""
+    """Keys generation never reads: the LM head, action modules, the text pathway's final norm, and the sound
+    modules when the config has no ``sound_gen`` (a ``sound_gen`` model holds them, so they are expected)."""
     return key.startswith(_UNUSED_PREFIXES)
 
 
@@ -160,7 +161,8 @@ def read_config(path: str, keys_and_shapes: dict[str, tuple] | None = None) -> C
 def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
     """Derive the architecture of a merged single-file checkpoint from its weight shapes: sizes, attention bias,
     the backbone (no ``gate_proj``: Nemotron ``relu2``) and which QK norms exist. Not visible in weights, so kept
-    at Nano's values: the mRoPE split (24/20/20 of 64 frequency pairs), rope theta, eps, base fps."""
+    at Nano's values: the mRoPE split (24/20/20 of 64 frequency pairs), rope theta, eps, base fps, the sound latent
+    rate (25 a second). Sound modules (``audio_proj_in``) make a ``sound_gen`` config."""
     require_cosmos3_keys(shapes, "this file")
     head_dim = shapes["layers.0.self_attn.norm_added_q.weight"][0]
     spatial = round(head_dim / 2 * 20 / 64)
@@ -182,6 +184,8 @@ def infer_config(shapes: dict[str, tuple]) -> Cosmos3Config:
         qk_norm_for_text="layers.0.self_attn.norm_q.weight" in shapes,
         use_und_k_norm_for_gen="layers.0.self_attn.k_norm_und_for_gen.weight" in shapes,
         rope_axes_dim=(head_dim // 2 - 2 * spatial, spatial, spatial),
+        sound_gen="audio_proj_in.weight" in shapes,
+        sound_dim=shapes["audio_proj_in.weight"][1] if "audio_proj_in.weight" in shapes else None,
     )
 
 

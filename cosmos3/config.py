@@ -41,6 +41,9 @@ class Cosmos3Config:
     unified_3d_mrope_temporal_modality_margin: int = 15000
     timestep_scale: float = 0.001
     temporal_compression: int = 4
+    sound_gen: bool = False  # the checkpoint also generates a sound track (audio_proj_in/out, audio_modality_embed)
+    sound_dim: int | None = None  # channels of a sound latent frame (the audio VAE's latent size)
+    sound_latent_fps: float = 25.0  # sound latent frames per second (the rate of the sound positions)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
@@ -60,6 +63,8 @@ class Cosmos3Config:
             )
         if sum(self.rope_axes_dim) * 2 != self.head_dim:
             raise ValueError(f"rope_axes_dim {tuple(self.rope_axes_dim)} must sum to head_dim/2 = {self.head_dim // 2}.")
+        if self.sound_gen and not self.sound_dim:
+            raise ValueError("Cosmos3Config.sound_gen=True needs sound_dim (the audio latent channels) in config.json.")
         expected = self.latent_channel * self.latent_patch_size**2
         if self.patch_latent_dim != expected:
             raise ValueError(
@@ -87,7 +92,8 @@ class Cosmos3Config:
         return out
 
     def parameter_count(self) -> int:
-        """Parameters used for video generation (text and generator pathways, no lm_head/action/sound)."""
+        """Parameters used for generation (text and generator pathways, the sound modules when ``sound_gen``; no
+        lm_head/action)."""
         h, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
         attn = 2 * (h * q + 2 * h * kv + q * h)
         if self.attention_bias:
@@ -97,7 +103,8 @@ class Cosmos3Config:
         per_layer = attn + mlp + 4 * h + qk_norms * self.head_dim
         patch = self.patch_latent_dim
         top = self.vocab_size * h + 2 * patch * h + patch + h + (256 * h + h) + (h * h + h) + h
-        return self.num_hidden_layers * per_layer + top
+        sound = 2 * self.sound_dim * h + self.sound_dim + 2 * h if self.sound_gen else 0
+        return self.num_hidden_layers * per_layer + top + sound
 
     @property
     def kv_groups(self) -> int:

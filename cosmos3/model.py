@@ -22,6 +22,7 @@ from .config import Cosmos3Config
 from .layers import Cosmos3Layer
 from .ops import TorchOps, norm_class, precise_dtype, sdpa_attention
 from .rope import rope_cos_sin, text_positions, vision_positions
+from .sound import add_sound_modules, check_sound_latent, embed_sound, sound_positions, sound_velocity, split_sound
 from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
 
 STACK_BOUNDARY_KEY = "cosmos3_stack_boundary"
@@ -78,6 +79,7 @@ class GenStackInputs:
     transformer_options: dict = field(default_factory=dict)
     boundary: str = "before_norm"  # where the stack seam ends (see STACK_BOUNDARY_KEY)
     host: HostValues | None = None  # sigma and token ids on the host (read once per call)
+    sound_frames: int = 0  # sound tokens at the end of the generator sequence (0: video only)
 
 
 class TimestepEmbedder(nn.Module):
@@ -141,24 +143,34 @@ class Cosmos3Transformer(nn.Module):
         self.proj_in = ops.Linear(config.patch_latent_dim, h, bias=True, **kw)
         self.proj_out = ops.Linear(h, config.patch_latent_dim, bias=True, **kw)
         self.time_embedder = TimestepEmbedder(h, ops, device=device)
+        if config.sound_gen:
+            add_sound_modules(self, config, ops, **kw)
 
     # ---------------------------------------------------------------- entry point
-    def forward(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None, **kwargs):
+    def forward(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None,
+                sound=None, **kwargs):
         """Velocity ``[B, C, T, H, W]`` for latent ``x`` at noise level ``timestep`` (sigma in [0, 1], [B]).
 
         ``token_ids [B, L]`` are the prompt tokens (-1 pads shorter prompts at the end); ``fps`` [B] or a number
         (None: no fps modulation); ``cond_latent``/``cond_mask`` give clean frames for image-to-video: flagged
-        frames are replaced by ``cond_latent``, get no time embedding and a zero velocity.
+        frames are replaced by ``cond_latent``, get no time embedding and a zero velocity. With a sound latent
+        ``sound [B, sound_dim, T_s]`` (``sound_gen`` checkpoints) both are denoised together and the result is the
+        pair (video velocity, sound velocity ``[B, sound_dim, T_s]``).
         """
-        inputs, hidden = self.prepare(x, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options or {})
+        inputs, hidden = self.prepare(x, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options or {},
+                                      sound)
         return self.finish(self.call_gen_stack(hidden, inputs), inputs)
 
     # ---------------------------------------------------------------- step 1
-    def prepare(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None):
-        """Generator hidden states after ``proj_in`` + time embedding, and the :class:`GenStackInputs`."""
+    def prepare(self, x, timestep, token_ids, fps=None, cond_latent=None, cond_mask=None, transformer_options=None,
+                sound=None):
+        """Generator hidden states after ``proj_in`` + time embedding (sound tokens last when ``sound`` is given),
+        and the :class:`GenStackInputs`."""
         cfg, (b, c, t) = self.config, x.shape[:3]
         if c != cfg.latent_channel:
             raise ValueError(f"Cosmos3 expects {cfg.latent_channel} latent channels, got {c} (shape {tuple(x.shape)}).")
+        if sound is not None:
+            check_sound_latent(cfg, sound, b)
         token_ids = _batch_rows(token_ids.long(), b)
         clean = frame_mask_from(cond_mask, b, t, x.device)
         if cond_latent is not None:
@@ -174,9 +186,15 @@ class Cosmos3Transformer(nn.Module):
         positions = torch.stack(
             [vision_positions(cfg, n, grid, f, x.device) for n, f in zip(host.lengths, fps_rows)]
         )
+        sound_frames = 0 if sound is None else sound.shape[2]
+        if sound_frames:
+            hidden = torch.cat((hidden, embed_sound(self, _batch_rows(sound, b), temb, hidden.dtype)), dim=1)
+            audio = torch.stack([sound_positions(cfg, n, sound_frames, x.device) for n in host.lengths])
+            positions = torch.cat((positions, audio), dim=2)
         cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
         options = transformer_options or {}
-        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options), host)
+        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options), host,
+                                sound_frames=sound_frames)
         return inputs, hidden
 
     # ---------------------------------------------------------------- step 2
@@ -248,12 +266,15 @@ class Cosmos3Transformer(nn.Module):
     # ---------------------------------------------------------------- step 3
     def finish(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
         """Velocity from the stack output: final norm (unless the stack applied it), projection, unpatchify,
-        zero on conditioned frames."""
-        out = self.proj_out(hidden if inputs.boundary == "after_norm" else self.norm_moe_gen(hidden))
+        zero on conditioned frames; with sound tokens, the pair (video velocity, sound velocity)."""
+        hidden = hidden if inputs.boundary == "after_norm" else self.norm_moe_gen(hidden)
+        hidden, sound_hidden = split_sound(hidden, inputs.sound_frames)
+        out = self.proj_out(hidden)
         _, _, _, hgt, wid = inputs.latent.shape
         v = unpatchify(out, inputs.grid, self.config.latent_patch_size, self.config.latent_channel, (hgt, wid))
         clean = inputs.frame_is_clean[:, None, :, None, None]
-        return torch.where(clean, torch.zeros((), dtype=v.dtype, device=v.device), v)
+        v = torch.where(clean, torch.zeros((), dtype=v.dtype, device=v.device), v)
+        return v if sound_hidden is None else (v, sound_velocity(self, sound_hidden))
 
 
 def patchify(x: torch.Tensor, p: int) -> tuple[torch.Tensor, tuple[int, int, int]]:

@@ -14,6 +14,7 @@ import comfy.ops
 import comfy.sampler_helpers
 import comfy.patcher_extension
 import comfy.supported_models_base
+import comfy.utils
 from comfy.ldm.modules.attention import optimized_attention
 
 from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
@@ -66,17 +67,19 @@ class ComfyCosmos3(Cosmos3Transformer):
         self.eval()
 
     def forward(self, x, timestep, token_ids=None, fps=None, cond_latent=None, cond_mask=None, transformer_options={}, **kwargs):
-        """Velocity for ComfyUI's ``BaseModel``; honours ``DIFFUSION_MODEL`` wrappers like ComfyUI's own models."""
+        """Velocity for ComfyUI's ``BaseModel``; honours ``DIFFUSION_MODEL`` wrappers like ComfyUI's own models.
+        An audio-video latent arrives as the list [video, sound] and gives the pair of velocities."""
         if token_ids is None:
             raise ValueError(
                 "Cosmos3 got no prompt tokens: its positive and negative inputs must come from "
                 "'Cosmos3 Prompt' (or 'Cosmos3 Prompt (Negative)')."
             )
+        video, sound = x if isinstance(x, (list, tuple)) else (x, None)
         return comfy.patcher_extension.WrapperExecutor.new_class_executor(
             super().forward,
             self,
             comfy.patcher_extension.get_all_wrappers(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, transformer_options),
-        ).execute(x, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options)
+        ).execute(video, timestep, token_ids, fps, cond_latent, cond_mask, transformer_options, sound)
 
     def bind_attention(self, transformer_options):
         """ComfyUI attention carrying this call's ``transformer_options`` (attention overrides, block info)."""
@@ -121,10 +124,13 @@ class Cosmos3(comfy.model_base.BaseModel):
         """Prompt tokens for the sampled latent's size (the prompt states it) and fps from the prompt node; the I2V
         conditioning latent and per-frame mask."""
         out = {}
-        prompt, noise = kwargs.get("cosmos3_prompt"), kwargs.get("noise")
+        prompt, noise, fps = kwargs.get("cosmos3_prompt"), kwargs.get("noise"), kwargs.get("cosmos3_fps")
+        shapes = kwargs.get("latent_shapes")
+        if shapes is not None and len(shapes) > 1:  # an audio-video latent, packed by the sampler
+            check_av_shapes(self.diffusion_model.config, shapes, fps)
+            out["latent_shapes"] = comfy.conds.CONDConstant(shapes)
         if prompt is not None and noise is not None:
-            out["token_ids"] = CONDTokens(prompt.token_ids(noise.shape))
-        fps = kwargs.get("cosmos3_fps")
+            out["token_ids"] = CONDTokens(prompt.token_ids(video_shape(noise.shape, shapes)))
         if fps is not None:
             out["fps"] = comfy.conds.CONDConstant(float(fps))
         cond_latent = kwargs.get("cosmos3_cond_latent")
@@ -132,6 +138,14 @@ class Cosmos3(comfy.model_base.BaseModel):
             out["cond_latent"] = comfy.conds.CONDRegular(self.process_latent_in(cond_latent))
             out["cond_mask"] = comfy.conds.CONDRegular(kwargs["cosmos3_cond_mask"])
         return out
+
+    def process_latent_in(self, latent):
+        """Wan2.2 normalisation of the video; a sound latent stays as it is (diffusers' pipeline samples it raw)."""
+        return on_video_stream(latent, getattr(self, "latent_shapes", None), self.latent_format.process_in)
+
+    def process_latent_out(self, latent):
+        """Inverse of :meth:`process_latent_in`."""
+        return on_video_stream(latent, getattr(self, "latent_shapes", None), self.latent_format.process_out)
 
     def process_timestep(self, timestep, **kwargs):
         """The network takes sigma itself. With this model's identity mapping that is the timestep already;
@@ -143,8 +157,8 @@ class Cosmos3(comfy.model_base.BaseModel):
         whole batch; memory-efficient attention is assumed, ComfyUI splits attention when it is not available).
         Newer keywords ComfyUI may pass are accepted and ignored."""
         cfg = self.diffusion_model.config
-        batch, _, frames, height, width = input_shape
-        return activation_bytes(cfg, batch * cfg.token_count(frames, height, width), self.manual_cast_dtype or self.get_dtype())
+        tokens = input_shape[0] * item_tokens(cfg, input_shape)
+        return activation_bytes(cfg, tokens, self.manual_cast_dtype or self.get_dtype())
 
     def lora_key_aliases(self) -> dict[str, str]:
         """LoRA keys of diffusers/PEFT trainers for each weight (alias -> ``diffusion_model.<name>.weight``): the
@@ -160,12 +174,65 @@ class Cosmos3(comfy.model_base.BaseModel):
         return aliases
 
     def get_dynamic_vram__units(self):
-        """Dynamic VRAM load order: the generator pathway in call order first; the text pathway, which runs once
-        per prompt and run (its K/V are cached), last."""
+        """Dynamic VRAM load order: the generator pathway in call order first (the sound projections with the
+        input projection); the text pathway, which runs once per prompt and run (its K/V are cached), last."""
         dm = self.diffusion_model
-        generator = [[dm.proj_in, dm.time_embedder]] + [layer.generator_modules() for layer in dm.layers]
+        sound = [getattr(dm, name) for name in ("audio_proj_in", "audio_proj_out") if hasattr(dm, name)]
+        generator = [[dm.proj_in, dm.time_embedder, *sound]] + [layer.generator_modules() for layer in dm.layers]
         text = [[dm.embed_tokens]] + [layer.text_modules() for layer in dm.layers]
         return generator + [[dm.norm_moe_gen, dm.proj_out]], text
+
+
+def item_tokens(config: Cosmos3Config, input_shape) -> int:
+    """Generator tokens of one item of a sampler latent ``[B, C, T, H, W]``. A packed audio-video latent
+    ``[B, 1, N]`` is counted as N / patch size (its sound frames then count a third of a token each at 64 sound
+    channels: 0.7 % of the tokens at 832x480x93 are missed)."""
+    if len(input_shape) == 3:
+        return -(-input_shape[2] // config.patch_latent_dim)
+    return config.token_count(*input_shape[2:5])
+
+
+def is_packed(shape, latent_shapes) -> bool:
+    """Whether a tensor of ``shape`` is the sampler's flat pack [B, 1, N] of several latent streams."""
+    return latent_shapes is not None and len(latent_shapes) > 1 and len(shape) == 3
+
+
+def video_shape(shape, latent_shapes) -> tuple:
+    """The video latent's shape [B, C, T, H, W] of a latent (plain or packed audio-video), with its batch."""
+    shape = tuple(shape)
+    return (shape[0], *tuple(latent_shapes[0])[1:]) if is_packed(shape, latent_shapes) else shape
+
+
+def on_video_stream(latent, latent_shapes, fn):
+    """``fn`` applied to the video stream of a latent, plain, packed or nested; other streams unchanged."""
+    if not isinstance(latent, torch.Tensor):  # ComfyUI's NestedTensor
+        streams = latent.unbind()
+        return type(latent)([fn(streams[0]), *streams[1:]])
+    if not is_packed(latent.shape, latent_shapes):
+        return fn(latent)
+    streams = comfy.utils.unpack_latents(latent, latent_shapes)
+    return comfy.utils.pack_latents([fn(streams[0]), *streams[1:]])[0]
+
+
+def check_av_shapes(config: Cosmos3Config, latent_shapes, fps) -> None:
+    """Refuse, at run start, an audio-video latent this model cannot sample: no sound pathway, a sound latent of
+    other channels, or a sound length that does not match the clip's duration at the prompt's fps."""
+    if len(latent_shapes) != 2 or len(latent_shapes[0]) != 5 or len(latent_shapes[1]) != 3:
+        raise ValueError(f"Cosmos3 samples a video latent plus one sound latent [B, C, T]; got streams {latent_shapes}.")
+    if not config.sound_gen:
+        raise ValueError("This Cosmos3 checkpoint has no sound pathway (its config has no sound_gen): sample a video "
+                         "latent (Cosmos3 Empty Latent Video), or load a Cosmos3 checkpoint trained with sound.")
+    sound = tuple(latent_shapes[1])
+    if sound[1] != config.sound_dim:
+        raise ValueError(f"The sound latent has {sound[1]} channels; this Cosmos3 checkpoint's have {config.sound_dim}.")
+    if fps:
+        frames = (latent_shapes[0][2] - 1) * 4 + 1
+        expected = frames / float(fps) * config.sound_latent_fps
+        if abs(sound[2] - expected) > 1.0:
+            raise ValueError(
+                f"The sound latent has {sound[2]} frames, but {frames} video frames at {float(fps):g} fps last "
+                f"{expected:.1f} sound frames: give Cosmos3 Empty AV Latent (or Add Sound) the fps of Cosmos3 Prompt."
+            )
 
 
 class Cosmos3ModelConfig(comfy.supported_models_base.BASE):

@@ -11,6 +11,7 @@ from comfy_api.latest import io
 from ..cosmos3.checkpoint import WEIGHT_NAMES, read_distilled_schedule, read_negative_prompt, tokenizer_folder
 from ..cosmos3.tokenizer import Cosmos3Tokenizer
 from .cosmos3_loading import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
+from .cosmos3_sound import Cosmos3AudioVAEIO, audio_vae_handle
 from .vae import load_cosmos3_vae
 
 Cosmos3TextIO = io.Custom("COSMOS3_TEXT")
@@ -95,9 +96,9 @@ def resolve_checkpoint(name: str) -> str:
 
 
 def load_cosmos3(path: str, weight_dtype: str = "default"):
-    """The ModelPatcher, the ComfyUI VAE and the :class:`Cosmos3Text` of the checkpoint at ``path``; the
-    weights, ``vae/`` and the tokenizer are checked before any weight is read. A 4-step checkpoint's sigma
-    schedule rides on the model (see Cosmos3 Distilled Scheduler)."""
+    """The ModelPatcher, the ComfyUI VAE, the :class:`Cosmos3Text` and the audio VAE handle (decoder loaded on first
+    use) of the checkpoint at ``path``; the weights, ``vae/`` and the tokenizer are checked before any weight is
+    read. A 4-step checkpoint's sigma schedule rides on the model (see Cosmos3 Distilled Scheduler)."""
     read_checkpoint(path)
     root = path if os.path.isdir(path) else os.path.dirname(path)
     vae_folder = os.path.join(root, "vae")
@@ -111,7 +112,7 @@ def load_cosmos3(path: str, weight_dtype: str = "default"):
     patcher.model.distilled_schedule = read_distilled_schedule(root)
     vae = load_cosmos3_vae(vae_folder)
     text = Cosmos3Text(Cosmos3Tokenizer.from_folder(root), read_negative_prompt(root))
-    return patcher, vae, text
+    return patcher, vae, text, audio_vae_handle(root)
 
 
 class Cosmos3Loader(io.ComfyNode):
@@ -133,10 +134,10 @@ class Cosmos3Loader(io.ComfyNode):
                 io.Model.Output(display_name="MODEL"),
                 io.Vae.Output(display_name="VAE"),
                 Cosmos3TextIO.Output(display_name="COSMOS3_TEXT", tooltip="Tokenizer and default negative prompt for the Cosmos3 prompt nodes."),
+                Cosmos3AudioVAEIO.Output(display_name="AUDIO_VAE", tooltip="The checkpoint's audio VAE (sound_tokenizer/), for the Cosmos3 sound nodes; checkpoints without sound have none and the sound nodes say so."),
             ],
         )
 
     @classmethod
     def execute(cls, checkpoint, weight_dtype):
-        model, vae, text = load_cosmos3(resolve_checkpoint(checkpoint), weight_dtype)
-        return io.NodeOutput(model, vae, text)
+        return io.NodeOutput(*load_cosmos3(resolve_checkpoint(checkpoint), weight_dtype))

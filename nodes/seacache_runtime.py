@@ -38,7 +38,7 @@ from .run_scope import run_scoped_option
 from .seams import select_seam
 from .seams.base import Seam
 from .seams.call import CALL_OPTION, RUN_OPTION, StackCall
-from .seams.sampling import flow_scale_and_sigma
+from .seams.sampling import flow_scale_and_sigma, video_stream
 
 SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
@@ -115,6 +115,7 @@ class SeaCacheRun:
         convention the SEA filter assumes), as the call the seam enters and leaves. ``keys`` name the branch of
         each item (default: from the call's conditioning entries)."""
         sigma = float(t.flatten()[0])
+        x = video_stream(base_model, x)
         scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
         latent = x if scale == 1.0 else x * scale
         with self.lock:

@@ -3,6 +3,7 @@
     <root>/transformer/config.json, <stem>-0000k-of-0000n.safetensors + <stem>.safetensors.index.json
                    (stem ``diffusion_pytorch_model`` as diffusers writes it, or ``model`` as some re-uploads do)
     <root>/vae/            tiny diffusers AutoencoderKLWan (Wan2.2 layout)
+    <root>/sound_tokenizer/ tiny diffusers Cosmos3AVAEAudioTokenizer (sound presets only)
     <root>/text_tokenizer/ tiny tokenizer with a chat template (or its files at the root, as some Edge uploads)
     <root>/scheduler/scheduler_config.json
     <root>/assets/negative_prompt.json (structured JSON, absent for Super-style presets)
@@ -11,7 +12,7 @@
 Presets (see PRESETS): ``tiny`` (Nano layout; tests, seconds on a CPU), ``medium`` (benchmarks: large enough that
 the generator stack dominates a call, as in Cosmos3-Nano), and one tiny checkpoint per family member's layout and
 architecture: ``tiny-edge``, ``tiny-super``, ``tiny-t2i``, ``tiny-i2v``, ``tiny-t2i-4step``, ``tiny-i2v-4step``,
-``tiny-bias``. Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
+``tiny-bias``, and ``tiny-sound`` (a ``sound_gen`` transformer with 8 sound latent channels). Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
 public checkpoints as far as they are documented. The transformer also carries ``lm_head``/``norm`` tensors like
 the official checkpoint, which the loader skips.
 
@@ -77,6 +78,7 @@ PRESETS = {
     "tiny-t2i-4step": Preset(TINY_SIZES, negative_prompt=False, distilled_sigmas=FOUR_STEP_SIGMAS),
     "tiny-i2v-4step": Preset(TINY_SIZES, weight_stem="model", negative_prompt=False, distilled_sigmas=FOUR_STEP_SIGMAS),
     "tiny-bias": Preset(TINY_SIZES, {"attention_bias": True}),
+    "tiny-sound": Preset(TINY_SIZES, {"sound_gen": True, "sound_dim": 8}),
 }
 # tiny-edge: Edge's relu2 backbone. Its QK-norm switches are not published, so the preset also takes the other
 # switch diffusers offers (text keys normalised for the generator only) to cover it in a checkpoint too.
@@ -138,6 +140,10 @@ def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards:
     _write_json(os.path.join(transformer, "config.json"), {"_class_name": "Cosmos3OmniTransformer", **config.to_dict()})
     write_sharded(random_transformer_state(config, seed), transformer, shards, spec.weight_stem)
     write_tiny_vae(os.path.join(root, "vae"), seed=seed)
+    if config.sound_gen:
+        from tiny_audio_vae import write_tiny_audio_vae
+
+        write_tiny_audio_vae(os.path.join(root, "sound_tokenizer"), seed=seed)
     write_tiny_tokenizer(root if spec.tokenizer_at_root else os.path.join(root, "text_tokenizer"), spec.tokenizer_flavour)
     scheduler = DISTILLED_SCHEDULER if spec.distilled_sigmas else UNIPC_SCHEDULER
     _write_json(os.path.join(root, "scheduler", "scheduler_config.json"), scheduler)

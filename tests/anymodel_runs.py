@@ -20,7 +20,8 @@ def seacache(ns, model, node_id="7", **overrides):
 
 def sample(ns, model, spec, steps=12, batch=1, seed=3, cfg=4.0, sampler="euler", scheduler="simple", positive=None, negative=None):
     """Final latent of a CFG run of ``model`` on an empty latent of the spec's shape (random prompt embeddings
-    unless ``positive``/``negative`` conditionings are given)."""
+    unless ``positive``/``negative`` conditionings are given); an audio-video latent comes back as one tensor per
+    item (the streams flattened and joined), so results compare with ``torch.equal``."""
     run = ns.run_node
     positive = positive if positive is not None else tiny_comfy_models.conditioning(spec, seed=1)
     negative = negative if negative is not None else tiny_comfy_models.conditioning(spec, seed=2)
@@ -29,7 +30,10 @@ def sample(ns, model, spec, steps=12, batch=1, seed=3, cfg=4.0, sampler="euler",
     noise = run("RandomNoise", noise_seed=seed).outputs[0]
     sigmas = run("BasicScheduler", model=model, scheduler=scheduler, steps=steps, denoise=1.0).outputs[0]
     latent = tiny_comfy_models.empty_latent(spec, batch)
-    return run("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler_obj, sigmas=sigmas, latent_image=latent).outputs[0]["samples"]
+    out = run("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler_obj, sigmas=sigmas, latent_image=latent).outputs[0]["samples"]
+    if isinstance(out, torch.Tensor):
+        return out
+    return torch.cat([stream.reshape(stream.shape[0], -1) for stream in out.unbind()], dim=1)
 
 
 def last_report(model) -> dict:

@@ -3,6 +3,7 @@ ComfyUI, and small T2V/I2V runs through ComfyUI's own sampler nodes."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -27,6 +28,7 @@ class Tiny:
     model: object
     vae: object
     text: object
+    audio_vae: object = None
 
     def encode(self, prompt="a red fox running through snow", negative=False):
         node = "SeaCacheCosmos3PromptEncodeNegative" if negative else "SeaCacheCosmos3PromptEncode"
@@ -54,14 +56,17 @@ class Tiny:
         return self.ns.run_node("SeaCacheStats", samples={"samples": samples}, model=model)
 
 
-def load_tiny(comfy, tmp_path_factory) -> Tiny:
-    """Write the tiny checkpoint under a fresh diffusion_models folder and load it with the Cosmos3 Loader."""
+def load_tiny(comfy, tmp_path_factory, preset="tiny") -> Tiny:
+    """Write the tiny checkpoint of ``preset`` under a fresh diffusion_models folder and load it with the Cosmos3
+    Loader (the pack is loaded through ComfyUI's loader once per session)."""
+    name = "cosmos3-" + preset
     root = tmp_path_factory.mktemp("diffusion_models")
-    make_tiny_checkpoint(str(root / "cosmos3-tiny"))
+    make_tiny_checkpoint(str(root / name), preset=preset)
     comfy.folder_paths.add_model_folder_path("diffusion_models", str(root), is_default=True)
-    pack = comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    model, vae, text = comfy.run_node("SeaCacheCosmos3Loader", checkpoint="cosmos3-tiny", weight_dtype="default").outputs
-    return Tiny(comfy, pack, "cosmos3-tiny", model, vae, text)
+    loaded = sys.modules.get(str(comfyui_harness.PACK_ROOT).replace(".", "_x_"))
+    pack = loaded if loaded is not None else comfyui_harness.load_pack_with_comfyui_loader(comfy)
+    model, vae, text, audio_vae = comfy.run_node("SeaCacheCosmos3Loader", checkpoint=name, weight_dtype="default").outputs
+    return Tiny(comfy, pack, name, model, vae, text, audio_vae)
 
 
 class LayerCalls:

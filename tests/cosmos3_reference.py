@@ -35,15 +35,26 @@ def reference_model(seed: int = 0, **overrides):
     model = Cosmos3OmniTransformer(**{**TINY, **overrides}).float().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight") or "norm" in name.split(".")[-2]:
+            parts = name.split(".")
+            if name.endswith("norm.weight") or (len(parts) > 1 and "norm" in parts[-2]):
                 p.copy_(1.0 + 0.2 * torch.randn_like(p))
             elif name.endswith("bias"):
                 p.copy_(0.05 * torch.randn_like(p))
+            elif name == "audio_modality_embed":  # diffusers initialises it to zeros: give it a value to test
+                p.copy_(torch.randn_like(p))
     return model
 
 
-def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frames=()):
-    """Velocity [1, C, T, H, W] of one item exactly as the pipeline requests it (batch 1, packed sequence)."""
+SOUND = dict(sound_gen=True, sound_dim=8, sound_latent_fps=25.0)
+"""Sound switches of a ``sound_gen`` checkpoint on the TINY sizes (8 sound latent channels)."""
+
+
+def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frames=(), sound=None):
+    """Velocity [1, C, T, H, W] of one item exactly as the pipeline requests it (batch 1, packed sequence).
+
+    With ``sound`` [1, sound_dim, T_s] the sound tokens follow the video tokens as diffusers' pipeline packs them
+    (``_prepare_sound_segment``: the video's temporal start, ``sound_latent_fps``, all frames noisy), and the
+    result is the pair (video velocity, sound velocity [1, sound_dim, T_s])."""
     from diffusers.pipelines.cosmos.pipeline_cosmos3_omni import (
         get_3d_mrope_ids_text_tokens,
         get_3d_mrope_ids_vae_tokens,
@@ -64,13 +75,28 @@ def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frame
     stride = ph * pw
     mse = torch.cat([torch.arange(und_len + i * stride, und_len + (i + 1) * stride) for i in noisy.tolist()])
     n_vision = t * stride
+    position_ids, n_sound, sound_args = [text_ids, vision_ids], 0, {}
+    if sound is not None:
+        n_sound = sound.shape[2]
+        sound_ids, _ = get_3d_mrope_ids_vae_tokens(
+            n_sound, 1, 1, offset, reset_spatial_indices=cfg.unified_3d_mrope_reset_spatial_ids,
+            fps=float(cfg.sound_latent_fps) if cfg.enable_fps_modulation else None, base_fps=float(cfg.base_fps),
+            temporal_compression_factor=1,
+        )
+        position_ids.append(sound_ids)
+        indexes = torch.arange(und_len + n_vision, und_len + n_vision + n_sound)
+        sound_args = dict(
+            sound_tokens=[sound[0]], sound_token_shapes=[(n_sound, 1, 1)], sound_sequence_indexes=indexes,
+            sound_mse_loss_indexes=indexes.clone(), sound_timesteps=torch.full((n_sound,), float(timestep)),
+            sound_noisy_frame_indexes=[torch.arange(n_sound)],
+        )
     with torch.no_grad():
-        preds, _, _ = model(
+        preds, preds_sound, _ = model(
             input_ids=torch.tensor(token_ids, dtype=torch.long),
             text_indexes=torch.arange(und_len),
-            position_ids=torch.cat([text_ids, vision_ids], dim=1),
+            position_ids=torch.cat(position_ids, dim=1),
             und_len=und_len,
-            sequence_length=und_len + n_vision,
+            sequence_length=und_len + n_vision + n_sound,
             vision_tokens=[latent],
             vision_token_shapes=[(t, ph, pw)],
             vision_sequence_indexes=torch.arange(und_len, und_len + n_vision),
@@ -78,5 +104,6 @@ def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frame
             vision_timesteps=torch.full((len(noisy) * stride,), float(timestep)),
             vision_noisy_frame_indexes=[noisy],
             return_dict=False,
+            **sound_args,
         )
-    return preds[0]
+    return preds[0] if sound is None else (preds[0], preds_sound[0][None])

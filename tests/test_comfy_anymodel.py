@@ -1,5 +1,6 @@
 """SeaCache Apply on ComfyUI's core models (needs COMFYUI_PATH): tiny random-weight Wan 2.1 T2V/I2V, Wan 2.2 5B
-TI2V, HunyuanVideo, LTX-Video, Flux and Qwen-Image built from ComfyUI's own model configs. On each: the block-stack
+TI2V, HunyuanVideo, LTX-Video, LTX-2 (audio-video NestedTensor latents, where the ComfyUI has them), Flux and
+Qwen-Image built from ComfyUI's own model configs. On each: the block-stack
 seam is chosen, threshold 0 is bit-identical to uncached, the default threshold reuses and then runs no block,
 two runs agree, batch 2 and split cond/uncond keep per-branch state, the input MODEL is unchanged."""
 
@@ -28,6 +29,8 @@ def pack(comfy):
 @pytest.fixture(scope="module", params=MODELS)
 def tiny_core(request, comfy, pack):
     spec = tiny_comfy_models.SPECS[request.param]
+    if tiny_comfy_models.missing(request.param):
+        pytest.skip(tiny_comfy_models.missing(request.param))
     model = tiny_comfy_models.build(request.param)
     plain = sample(comfy, model, spec, steps=STEPS)
     return request.param, spec, model, plain
@@ -44,6 +47,7 @@ def test_block_seam_exactness_reuse_and_repeatability(comfy, tiny_core):
     with counting_blocks(model.model.diffusion_model) as blocks:
         first = sample(comfy, patched, spec, steps=STEPS)
     report = last_report(patched)
+    print(f"SeaCache on {name} ({STEPS} steps, defaults): reused {report['reused']} of {report['calls']} calls")
     assert report["calls"] == STEPS and report["reused"] > 0, report["summary"]
     assert blocks["calls"] == report["ran"] * len(stack_blocks(model.model.diffusion_model))  # reused calls ran no block
     assert torch.isfinite(first).all() and not torch.equal(first, plain)
@@ -163,3 +167,17 @@ def test_stats_node_names_the_residual_boundary(comfy, pack):
     samples = sample(comfy, patched, spec, steps=STEPS)
     summary = comfy.run_node("SeaCacheStats", samples={"samples": samples}, model=patched).outputs[1]
     assert summary.splitlines()[-1] == "residual boundary: block stack (Flux, 4 blocks)"
+
+
+def test_gate_sees_the_video_stream_of_a_packed_av_latent(comfy, import_pack_module):
+    """On a latent the sampler packed from video + audio, the gate decides on the video stream alone."""
+    if tiny_comfy_models.missing("ltxav"):
+        pytest.skip(tiny_comfy_models.missing("ltxav"))
+    import comfy.utils
+
+    video_stream = import_pack_module("nodes.seams.sampling").video_stream
+    video, audio = torch.randn(2, 128, 2, 4, 4), torch.randn(2, 8, 5, 16)
+    packed, shapes = comfy.utils.pack_latents([video, audio])
+    base = type("Base", (), {"latent_shapes": shapes})()
+    assert torch.equal(video_stream(base, packed), video)
+    assert video_stream(type("Base", (), {"latent_shapes": [video.shape]})(), video) is video

@@ -95,7 +95,7 @@ def test_reference_schedule_matches_diffusers_unipc(tiny):
 
 
 def test_fp8_weights_run(tiny, tmp_path_factory):
-    model, _, _ = tiny.ns.run_node("SeaCacheCosmos3Loader", checkpoint=tiny.name, weight_dtype="fp8_e4m3fn").outputs
+    model, *_ = tiny.ns.run_node("SeaCacheCosmos3Loader", checkpoint=tiny.name, weight_dtype="fp8_e4m3fn").outputs
     assert model.model.diffusion_model.layers[0].mlp_moe_gen.up_proj.weight.dtype == torch.float8_e4m3fn
     dm = model.model.diffusion_model
     assert dm.time_embedder.linear_1.weight.dtype == torch.float32

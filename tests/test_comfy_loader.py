@@ -75,7 +75,7 @@ def test_edge_from_models_cosmos3_with_model_shards_and_root_tokenizer(comfy, fo
     root = folders["cosmos3"] / EDGE
     assert not (root / "text_tokenizer").exists() and (root / "tokenizer.json").is_file()
     assert sorted(p.name for p in (root / "transformer").glob("*.json")) == ["config.json", "model.safetensors.index.json"]
-    model, vae, text = load(comfy, EDGE)
+    model, vae, text, _ = load(comfy, EDGE)
     dm = model.model.diffusion_model
     assert dm.config.hidden_act == "relu2" and model.model.distilled_schedule is None
     structured = json.loads((root / "assets" / "negative_prompt.json").read_text(encoding="utf-8"))
@@ -86,21 +86,21 @@ def test_edge_from_models_cosmos3_with_model_shards_and_root_tokenizer(comfy, fo
 
 def test_super_from_diffusion_models_without_assets(comfy, folders):
     assert not (folders["diffusion_models"] / SUPER / "assets").exists()
-    model, _, text = load(comfy, SUPER)
+    model, _, text, _ = load(comfy, SUPER)
     assert text.negative_prompt == ""  # diffusers' pipeline default without a negative prompt
     assert model.model.diffusion_model.config.hidden_act == "silu"
     assert torch.isfinite(sample_two_steps(comfy, model, text)).all()
 
 
 def test_four_step_checkpoint_gives_its_sigmas(comfy, folders):
-    model, _, _ = load(comfy, FOUR_STEP)
+    model, *_ = load(comfy, FOUR_STEP)
     sigmas = comfy.run_node("SeaCacheCosmos3DistilledScheduler", model=model).outputs[0]
     shift = json.loads((folders["cosmos3"] / FOUR_STEP / "scheduler" / "scheduler_config.json").read_text())["shift"]
     raw = torch.tensor(json.loads((folders["cosmos3"] / FOUR_STEP / "modular_model_index.json").read_text())["distilled_sigmas"])
     assert torch.allclose(sigmas[:-1], shift * raw / (1 + (shift - 1) * raw)) and sigmas[-1] == 0 and len(sigmas) == 5
     clone = model.clone()  # SeaCache Apply's output still carries it
     assert torch.equal(comfy.run_node("SeaCacheCosmos3DistilledScheduler", model=clone).outputs[0], sigmas)
-    plain, _, _ = load(comfy, SUPER)
+    plain, *_ = load(comfy, SUPER)
     with pytest.raises(ValueError, match="not a 4-step checkpoint"):
         comfy.run_node("SeaCacheCosmos3DistilledScheduler", model=plain)
 

@@ -235,3 +235,45 @@ def test_distilled_schedule_equals_the_diffusers_scheduler(family, ckpt, tmp_pat
     config_path.write_text(json.dumps(config), encoding="utf-8")
     with pytest.raises(ValueError, match="shift_terminal"):
         read_distilled_schedule(str(root))
+
+
+def test_sound_checkpoint_loads_its_sound_modules(tmp_path):
+    """A ``sound_gen`` checkpoint: config.json and a merged file's shapes both give the sound config, the audio
+    weights load (none skipped but lm_head/norm), and the joint velocity matches diffusers' loader."""
+    pytest.importorskip("diffusers")
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
+    from safetensors.torch import load_file, save_file
+
+    from cosmos3_reference import reference_velocity
+
+    root = make_tiny_checkpoint(str(tmp_path / "cosmos3-sound"), preset="tiny-sound")
+    config = read_config(root)
+    assert (config.sound_gen, config.sound_dim, config.sound_latent_fps) == (True, 8, 25.0)
+    ours, counts = load_native(root)
+    assert counts["skipped"] == 2 and counts["unexpected"] == 0
+    assert ours.audio_modality_embed.abs().max() > 0
+    state = {}
+    for file in shard_files(root):
+        state.update(load_file(file))
+    with open(os.path.join(root, "transformer", "config.json")) as f:
+        ref = Cosmos3OmniTransformer.from_config(json.load(f)).float().eval()
+    ref.load_state_dict(state, strict=True)
+    single = str(tmp_path / "merged.safetensors")
+    save_file(state, single)
+    assert infer_config(tensor_shapes([single])) == config
+    torch.manual_seed(0)
+    latent, sound, ids = torch.randn(1, 48, 2, 4, 4), torch.randn(1, 8, 9), [5, 17, 99, 3]
+    expected_video, expected_sound = reference_velocity(ref, latent, 600.0, ids, sound=sound)
+    with torch.no_grad():
+        video, audio = ours(latent, torch.tensor([0.6]), torch.tensor([ids]), fps=24.0, sound=sound)
+    assert ((video - expected_video).abs().max() / expected_video.abs().max()).item() < 2e-5
+    assert ((audio - expected_sound).abs().max() / expected_sound.abs().max()).item() < 2e-5
+
+
+def test_video_only_config_skips_sound_weights(tmp_path):
+    """A config without sound_gen on a sound checkpoint loads the video model and skips the audio tensors."""
+    root = make_tiny_checkpoint(str(tmp_path / "cosmos3-sound"), preset="tiny-sound")
+    config = read_config(root)
+    video_only = type(config)(**{**config.to_dict(), "sound_gen": False, "sound_dim": None})
+    counts = load_weights(Cosmos3Transformer(video_only).eval(), shard_files(root))
+    assert counts["skipped"] == 2 + 5 and counts["unexpected"] == 0

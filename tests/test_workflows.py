@@ -30,13 +30,15 @@ FAMILY = {
     SUPER_I2V: dict(member="Cosmos3-Super-Image2Video", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v"),
     I2V_4STEP: dict(member="Cosmos3-Super-Image2Video-4Step", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v-4step"),
 }
+SOUND_T2V = "cosmos3_t2v_sound_seacache.json"
 WAN = "wan22_5b_t2v_seacache.json"
 FLUX = "flux_t2i_seacache.json"
+LTX2 = "ltx2_t2v_sound_seacache.json"
 ANYMODEL = [WAN, FLUX]
-ALL = WORKFLOWS + list(FAMILY) + ANYMODEL
+ALL = WORKFLOWS + list(FAMILY) + [SOUND_T2V] + ANYMODEL + [LTX2]
 APPLY_DEFAULTS = [0.25, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
-SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
+SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3EmptyAVLatent")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
 
 
@@ -69,6 +71,7 @@ def test_pack_node_ids_scan():
         "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
         "SeaCacheCosmos3DistilledScheduler", "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
+        "SeaCacheCosmos3EmptyAVLatent", "SeaCacheCosmos3AddSound", "SeaCacheCosmos3SoundDecode",
     }
 
 
@@ -275,9 +278,32 @@ def test_family_wiring(name):
         assert source_type(workflow, only(workflow, "SaveVideo"), "video") == ("CreateVideo", 0)
 
 
+def test_sound_workflow_recipe_and_wiring():
+    """Cosmos3 T2V with sound: the T2V recipe at 24 GB, sizes and fps set once on the AV latent (the prompts and
+    the saved video use the same fps), the sound decoded from the sampled AV latent into the saved video."""
+    workflow = load(SOUND_T2V)
+    assert only(workflow, "SeaCacheCosmos3Loader")["widgets_values"] == ["Cosmos3-Nano", "fp8_e4m3fn"]
+    empty, decode = only(workflow, "SeaCacheCosmos3EmptyAVLatent"), only(workflow, "SeaCacheCosmos3SoundDecode")
+    assert empty["widgets_values"] == [832, 480, 93, 24.0, 1] and not wr.nodes_of_type(workflow, "SeaCacheCosmos3EmptyLatentVideo")
+    pos, neg = (only(workflow, t)["widgets_values"] for t in TEXT_NODES)
+    assert pos[1] == neg[1] == 24 and only(workflow, "CreateVideo")["widgets_values"] == [24]
+    assert only(workflow, "SeaCacheCosmos3Scheduler")["widgets_values"] == [35, 5.0, 1.0]
+    stats, sampler = only(workflow, "SeaCacheStats"), only(workflow, "SamplerCustomAdvanced")
+    assert source_type(workflow, sampler, "latent_image") == ("SeaCacheCosmos3EmptyAVLatent", 0)
+    assert source_type(workflow, empty, "audio_vae") == ("SeaCacheCosmos3Loader", 3)
+    assert source_type(workflow, decode, "audio_vae") == ("SeaCacheCosmos3Loader", 3)
+    assert wr.upstream(workflow, decode["id"], "samples") == (stats, 0)
+    assert wr.upstream(workflow, only(workflow, "VAEDecode")["id"], "samples") == (stats, 0)
+    assert source_type(workflow, only(workflow, "CreateVideo"), "audio") == ("SeaCacheCosmos3SoundDecode", 0)
+    note = only(workflow, "MarkdownNote")["widgets_values"][0]
+    for fact in ("sound_gen", "sound_tokenizer/", "24 GB", "832x480", "93 frames", "fp8_e4m3fn", "0.33.0", "fps"):
+        assert fact in note, fact
+
+
 # ----------------------------------------------------------------------------- with ComfyUI
 
 TINY_NAME = "tiny-cosmos3"
+SOUND_NAME = "tiny-cosmos3-sound"
 TEST_IMAGE = "seacache_workflow_test.png"
 STEPS, SIZE, FRAMES = 6, 64, 9
 
@@ -291,8 +317,11 @@ def session(comfy, tmp_path_factory):
     if "SeaCacheApply" not in comfy.nodes.NODE_CLASS_MAPPINGS:
         comfyui_harness.load_pack_with_comfyui_loader(comfy)
     comfy.load_extra_nodes(*wr.EXTRA_NODE_FILES)
+    if all((comfy.path / "comfy_extras" / f).is_file() for f in wr.AV_EXTRA_NODE_FILES):
+        comfy.load_extra_nodes(*wr.AV_EXTRA_NODE_FILES)
     models = tmp_path_factory.mktemp("workflow_models")
     make_tiny_checkpoint(str(models / TINY_NAME))
+    make_tiny_checkpoint(str(models / SOUND_NAME), "tiny-sound")
     comfy.folder_paths.add_model_folder_path("diffusion_models", str(models))
     community = tmp_path_factory.mktemp("workflow_cosmos3")  # models/cosmos3, as the ComfyUI-Cosmos3 pack keeps them
     for name, spec in FAMILY.items():
@@ -330,8 +359,15 @@ def overrides(extra=None):
     return values
 
 
+def has_ltx2(session) -> bool:
+    """Whether this ComfyUI has LTX-2's audio-video nodes (loaded into the session where it does)."""
+    return "LTXVEmptyLatentAudio" in session.nodes.NODE_CLASS_MAPPINGS
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_node_types_registered(session, name):
+    if name == LTX2 and not has_ltx2(session):
+        pytest.skip("this ComfyUI has no LTX-2 audio-video nodes")
     mappings = session.nodes.NODE_CLASS_MAPPINGS
     for node in load(name)["nodes"]:
         if node["type"] not in wr.VIRTUAL_NODE_TYPES:
@@ -421,6 +457,29 @@ def test_i2v_workflow_runs(session):
     assert float(start[:, :, :1].abs().max()) > 0.01  # the encoded image, not an empty frame
     assert float((sampled[:, :, :1] - start[:, :, :1]).abs().max()) <= 1e-5  # frame 0 stays the start image
     assert float((sampled[:, :, 1:] - start[:, :, 1:]).abs().max()) > 0.1  # the rest was generated
+
+
+def test_sound_workflow_runs_and_saves_video_with_audio(session):
+    """End to end on the tiny sound checkpoint: the saved mp4 holds the video and a 48 kHz stereo audio stream."""
+    import importlib.util
+
+    if importlib.util.find_spec("comfy.nested_tensor") is None:
+        pytest.skip("this ComfyUI has no NestedTensor audio-video latents (Cosmos3 sound refuses to run there)")
+    av = pytest.importorskip("av")
+    workflow = load(SOUND_T2V)
+    with session.fake_prompt_server() as server:
+        result = wr.run_ui_workflow(session, workflow, overrides({("SeaCacheCosmos3Loader", "checkpoint"): SOUND_NAME}))
+    report = _check_run(session, workflow, result, server.messages)
+    print(f"sound workflow: reused {report['reused']} of {report['calls']} calls")
+    sound = result.outputs[only(workflow, "SeaCacheCosmos3SoundDecode")["id"]][0]
+    assert sound["sample_rate"] == 48000 and tuple(sound["waveform"].shape) == (1, 2, 10 * 1920)
+    saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
+    path = Path(session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
+    with av.open(str(path)) as container:
+        assert len(container.streams.video) == 1 and len(container.streams.audio) == 1
+        audio = container.streams.audio[0]
+        assert audio.rate == 48000 and audio.channels == 2
+        assert sum(frame.samples for frame in container.decode(audio=0)) >= 0.9 * FRAMES / 24 * 48000
 
 
 def test_reuse_report_draws_in_the_frontend(session, tmp_path):
@@ -544,7 +603,9 @@ def anymodel_session(session, tmp_path_factory):
     accepts the shipped file names (the loaders themselves are replaced by tiny models when running)."""
     root = tmp_path_factory.mktemp("anymodel_files")
     for folder, names in (("diffusion_models", ("wan2.2_ti2v_5B_fp16.safetensors", "flux1-dev.safetensors")),
-                          ("text_encoders", ("umt5_xxl_fp8_e4m3fn_scaled.safetensors", "clip_l.safetensors", "t5xxl_fp8_e4m3fn.safetensors")),
+                          ("text_encoders", ("umt5_xxl_fp8_e4m3fn_scaled.safetensors", "clip_l.safetensors", "t5xxl_fp8_e4m3fn.safetensors",
+                                             "gemma_3_12B_it_fp4_mixed.safetensors")),
+                          ("checkpoints", ("ltx-2-19b-dev-fp8.safetensors",)),
                           ("vae", ("wan2.2_vae.safetensors", "ae.safetensors"))):
         (root / folder).mkdir()
         for name in names:
@@ -564,6 +625,7 @@ def stand_ins(model_name, scale):
 
     def decode(samples, vae):
         latent = samples["samples"]
+        latent = latent if isinstance(latent, torch.Tensor) else latent.unbind()[0]  # as VAEDecode: the video
         rgb = torch.sigmoid(latent[:, :3].float())
         if rgb.ndim == 5:
             rgb = rgb.movedim(2, 1).flatten(0, 1)
@@ -609,3 +671,80 @@ def test_anymodel_workflow_runs(anymodel_session, name):
         saved = result.ui[only(workflow, "SaveImage")["id"]]["images"][0]
     path = Path(anymodel_session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
     assert path.is_file() and path.stat().st_size > 0
+
+
+class StandInAudioVAE:
+    """LTX-2's audio VAE as LTXV Empty Latent Audio and LTXV Audio VAE Decode use it: 8 latent channels, 16
+    frequency bins, 25 latents a second, decoded to 24 kHz stereo by a fixed map (tanh of the channel mean)."""
+
+    latent_channels = 8
+
+    def __init__(self):
+        self.first_stage_model = self
+        self.latent_frequency_bins, self.output_sample_rate = 16, 24000
+
+    @staticmethod
+    def num_of_latents_from_frames(frames_number, frame_rate):
+        return round(frames_number / frame_rate * 25)
+
+    def decode(self, latent):
+        import torch
+
+        wave = torch.tanh(latent.float().mean(dim=(1, 3))).repeat_interleave(self.output_sample_rate // 25, dim=1)
+        return torch.stack([wave, -wave], dim=-1)  # [B, samples, channels]: the node moves channels to dim 1
+
+
+def test_ltx2_workflow_recipe_and_wiring():
+    """LTX-2 with SeaCache: ComfyUI's LTX-2 nodes, one frame rate and frame count across the video latent, the audio
+    latent, the conditioning and the saved video; the sampled AV latent split for the two decoders."""
+    workflow = load(LTX2)
+    assert only(workflow, "CheckpointLoaderSimple")["widgets_values"] == ["ltx-2-19b-dev-fp8.safetensors"]
+    video, audio = only(workflow, "EmptyLTXVLatentVideo"), only(workflow, "LTXVEmptyLatentAudio")
+    assert video["widgets_values"][2] == audio["widgets_values"][0] == 97
+    rate = audio["widgets_values"][1]
+    assert only(workflow, "LTXVConditioning")["widgets_values"] == [rate] == only(workflow, "CreateVideo")["widgets_values"]
+    concat, split = only(workflow, "LTXVConcatAVLatent"), only(workflow, "LTXVSeparateAVLatent")
+    sampler, stats = only(workflow, "SamplerCustomAdvanced"), only(workflow, "SeaCacheStats")
+    apply = only(workflow, "SeaCacheApply")
+    assert source_type(workflow, apply, "model") == ("CheckpointLoaderSimple", 0)
+    assert wr.upstream(workflow, only(workflow, "CFGGuider")["id"], "model")[0] is apply
+    assert wr.upstream(workflow, stats["id"], "model")[0] is apply
+    assert wr.upstream(workflow, sampler["id"], "latent_image") == (concat, 0)
+    assert wr.upstream(workflow, split["id"], "av_latent") == (stats, 0)
+    assert wr.upstream(workflow, only(workflow, "VAEDecode")["id"], "samples") == (split, 0)
+    assert wr.upstream(workflow, only(workflow, "LTXVAudioVAEDecode")["id"], "samples") == (split, 1)
+    assert source_type(workflow, only(workflow, "CreateVideo"), "audio") == ("LTXVAudioVAEDecode", 0)
+    note = only(workflow, "MarkdownNote")["widgets_values"][0]
+    for fact in ("ltx-2-19b-dev-fp8.safetensors", "gemma_3_12B_it_fp4_mixed.safetensors", "Card", "0.33.0", "SeaCache Apply"):
+        assert fact in note, fact
+
+
+def test_ltx2_workflow_runs_and_saves_video_with_audio(anymodel_session):
+    """End to end with a tiny random LTX-2 (ComfyUI's LTXAVModel) standing in for the checkpoint: the block-stack
+    seam reuses steps and the saved mp4 has its audio stream (PyAV)."""
+    import torch
+
+    if not has_ltx2(anymodel_session):
+        pytest.skip("this ComfyUI has no LTX-2 audio-video nodes")
+    av = pytest.importorskip("av")
+    workflow = load(LTX2)
+    ins = stand_ins("ltxav", 32)
+    ins.update({"CheckpointLoaderSimple": lambda **_: (ins["UNETLoader"]()[0], None, None),
+                "LTXAVTextEncoderLoader": lambda **_: (None,), "LTXVAudioVAELoader": lambda **_: (StandInAudioVAE(),)})
+    sizes = {("EmptyLTXVLatentVideo", "width"): 128, ("EmptyLTXVLatentVideo", "height"): 128,
+             ("EmptyLTXVLatentVideo", "length"): 9, ("LTXVEmptyLatentAudio", "frames_number"): 9,
+             ("LTXVScheduler", "steps"): ANY_STEPS, ("SaveVideo", "filename_prefix"): "video/seacache_ltx2_test"}
+    assert wr.validate_api_prompt(wr.to_api_prompt(anymodel_session, workflow)) == []  # shipped values
+    result = wr.run_ui_workflow(anymodel_session, workflow, sizes, stand_ins=ins)
+    report = result.ui[only(workflow, "SeaCacheStats")["id"]]["seacache"][0]
+    print(f"LTX-2 workflow: reused {report['reused']} of {report['calls']} calls, seam {report['seam']}")
+    assert report["status"] == "completed" and report["calls"] == ANY_STEPS and report["reused"] > 0
+    assert report["seam"] == "block stack (LTXAVModel, 2 blocks)"
+    images = result.outputs[only(workflow, "VAEDecode")["id"]][0]
+    assert torch.isfinite(images).all() and tuple(images.shape) == (2, 128, 128, 3)
+    saved = result.ui[only(workflow, "SaveVideo")["id"]]["images"][0]
+    path = Path(anymodel_session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
+    with av.open(str(path)) as container:
+        assert len(container.streams.video) == 1 and len(container.streams.audio) == 1
+        assert container.streams.audio[0].rate == 24000
+        assert sum(frame.samples for frame in container.decode(audio=0)) > 0

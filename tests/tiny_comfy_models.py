@@ -1,4 +1,4 @@
-"""Tiny random-weight versions of ComfyUI's own core models (Wan 2.1/2.2, HunyuanVideo, LTX-Video, Flux,
+"""Tiny random-weight versions of ComfyUI's own core models (Wan 2.1/2.2, HunyuanVideo, LTX-Video, LTX-2, Flux,
 Qwen-Image), built through ComfyUI's model configs (``comfy.supported_models``) on the CPU.
 
 Each spec gives the config class and a superset of constructor arguments; arguments a ComfyUI version does not
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class TinySpec:
     pooled_dim: int | None = None
     family: str = "video"
     attention_mask: bool = False
+    audio_latent: tuple | None = None  # audio-video models: the audio latent's shape per item (a NestedTensor latent)
 
 
 WAN = dict(image_model="wan2.1", patch_size=(1, 2, 2), dim=128, ffn_dim=256, freq_dim=256, text_dim=4096, num_heads=1,
@@ -51,6 +53,13 @@ SPECS = {
     "ltxv": TinySpec("LTXV", ("comfy.ldm.lightricks.model", "LTXVModel"), dict(image_model="ltxv", in_channels=128, cross_attention_dim=64, attention_head_dim=32,
                                   num_attention_heads=2, caption_channels=64, num_layers=2), (128, 2, 4, 4), 64,
                      attention_mask=True),
+    # LTX-2: processed prompt embeddings are 2 x caption_channels wide (video and audio halves); audio latent
+    # [8 channels, frames, 16 mel bins] beside the video latent (ComfyUI's NestedTensor audio-video latent).
+    "ltxav": TinySpec("LTXAV", ("comfy.ldm.lightricks.av_model", "LTXAVModel"),
+                      dict(image_model="ltxav", in_channels=128, audio_in_channels=128, cross_attention_dim=64,
+                           audio_cross_attention_dim=32, attention_head_dim=32, audio_attention_head_dim=16,
+                           num_attention_heads=2, audio_num_attention_heads=2, caption_channels=64, num_layers=2),
+                      (128, 2, 4, 4), 128, attention_mask=True, audio_latent=(8, 5, 16)),
     "flux": TinySpec("Flux", ("comfy.ldm.flux.model", "Flux"), FLUX, (16, 16, 16), 64, pooled_dim=32, family="image"),
     "qwen_image": TinySpec("QwenImage", ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"), dict(image_model="qwen_image", patch_size=2, in_channels=64, out_channels=16,
                                              num_layers=2, attention_head_dim=32, num_attention_heads=2,
@@ -99,6 +108,17 @@ def randomize(module: torch.nn.Module, seed: int) -> None:
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
 
 
+def missing(name: str) -> str | None:
+    """Why this ComfyUI cannot build model ``name`` (its class, or NestedTensor latents for audio-video models),
+    None when it can."""
+    spec = SPECS[name]
+    if importlib.util.find_spec(spec.model_class[0]) is None:
+        return f"this ComfyUI has no {spec.model_class[0]}"
+    if spec.audio_latent is not None and importlib.util.find_spec("comfy.nested_tensor") is None:
+        return "this ComfyUI has no NestedTensor audio-video latents"
+    return None
+
+
 def build(name: str, seed: int = 0, medium: bool = False):
     """A ModelPatcher holding the tiny (or medium) model ``name`` of :data:`SPECS`, on the CPU in float32."""
     import comfy.model_patcher
@@ -127,5 +147,10 @@ def conditioning(spec: TinySpec, seed: int, batch: int = 1):
 
 
 def empty_latent(spec: TinySpec, batch: int = 1) -> dict:
-    """A LATENT of zeros with the spec's shape."""
-    return {"samples": torch.zeros(batch, *spec.latent)}
+    """A LATENT of zeros with the spec's shape (video and audio joined as ComfyUI's NestedTensor for AV models)."""
+    video = torch.zeros(batch, *spec.latent)
+    if spec.audio_latent is None:
+        return {"samples": video}
+    from comfy.nested_tensor import NestedTensor
+
+    return {"samples": NestedTensor([video, torch.zeros(batch, *spec.audio_latent)])}

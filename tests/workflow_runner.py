@@ -59,8 +59,22 @@ CORE_NODE_FILES = {
     "BasicScheduler": "nodes_custom_sampler.py",
     "EmptySD3LatentImage": "nodes_sd3.py",
 }
-CORE_NODE_TYPES = frozenset(CORE_NODE_FILES)
+# LTX-2 (audio-video latents): only in a ComfyUI that has them, so loaded where the files exist.
+AV_NODE_FILES = {
+    "CheckpointLoaderSimple": None,
+    "LTXAVTextEncoderLoader": "nodes_lt_audio.py",
+    "LTXVAudioVAELoader": "nodes_lt_audio.py",
+    "LTXVEmptyLatentAudio": "nodes_lt_audio.py",
+    "LTXVAudioVAEDecode": "nodes_lt_audio.py",
+    "EmptyLTXVLatentVideo": "nodes_lt.py",
+    "LTXVConditioning": "nodes_lt.py",
+    "LTXVScheduler": "nodes_lt.py",
+    "LTXVConcatAVLatent": "nodes_lt.py",
+    "LTXVSeparateAVLatent": "nodes_lt.py",
+}
+CORE_NODE_TYPES = frozenset(CORE_NODE_FILES) | frozenset(AV_NODE_FILES)
 EXTRA_NODE_FILES = tuple(sorted({f for f in CORE_NODE_FILES.values() if f}))
+AV_EXTRA_NODE_FILES = tuple(sorted({f for f in AV_NODE_FILES.values() if f}))
 DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 WIDGET_TYPES = frozenset({"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", DYNAMIC_COMBO})
 UPLOAD_FLAGS = ("image_upload", "video_upload", "animated_image_upload")
@@ -249,7 +263,8 @@ def _section_specs(info: dict, prefix: str = "") -> list[tuple[str, str, Any, di
             opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
             if opts.get("hidden"):
                 continue
-            is_widget = (isinstance(typ, (list, tuple)) or typ in WIDGET_TYPES) and not opts.get("forceInput")
+            first = typ.split(",")[0] if isinstance(typ, str) else typ  # a multi-type input shows its first type's widget
+            is_widget = (isinstance(typ, (list, tuple)) or first in WIDGET_TYPES) and not opts.get("forceInput")
             specs.append((section, prefix + name, typ, opts, is_widget))
     return specs
 

@@ -1,6 +1,7 @@
 """Block-stack seam for ComfyUI core models whose transformer blocks can be replaced through
 ``transformer_options["patches_replace"]["dit"]``: Wan 2.1/2.2 (``WanModel``), HunyuanVideo, LTX-Video
-(``LTXVModel``), Flux and Qwen-Image.
+(``LTXVModel``), LTX-2 (``LTXAVModel``: its blocks carry the video and the audio tokens together; the residual
+covers both), Flux and Qwen-Image.
 
 The residual is taken over the whole stack: from the image stream entering the first block to the image stream
 leaving the last one. Models with double-stream blocks followed by single-stream blocks (Flux, HunyuanVideo)
@@ -38,6 +39,7 @@ FAMILIES = {
     ("comfy.ldm.wan.model", "WanModel"): ((("double_block", "blocks"),), "patch_embedding"),
     ("comfy.ldm.hunyuan_video.model", "HunyuanVideo"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in.proj"),
     ("comfy.ldm.lightricks.model", "LTXVModel"): ((("double_block", "transformer_blocks"),), "patchify_proj"),
+    ("comfy.ldm.lightricks.av_model", "LTXAVModel"): ((("double_block", "transformer_blocks"),), "patchify_proj"),
     ("comfy.ldm.flux.model", "Flux"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in"),
     ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): ((("double_block", "transformer_blocks"),), "img_in"),
 }
@@ -92,11 +94,12 @@ class BlockPatch:
         if call is None:
             return self.run_block(args, extra)
         if self.first:
-            predicted = call.enter(args["img"])
+            predicted = call.enter(joined(args["img"]))
             call.image_slice = None
             if predicted is not None:
-                return {**_passthrough(args), "img": predicted}
-            args = {**args, "img": args["img"].clone()}  # the recorded stack input: some blocks add to theirs in place
+                return {**_passthrough(args), "img": split_like(predicted, args["img"])}
+            img = args["img"]  # the recorded stack input: some blocks add to theirs in place
+            args = {**args, "img": img.clone() if isinstance(img, torch.Tensor) else tuple(s.clone() for s in img)}
         elif call.reusing:
             return _passthrough(args)
         if self.joins:
@@ -107,8 +110,24 @@ class BlockPatch:
             call.double_out = out["img"]
         if self.last:
             image = out["img"] if call.image_slice is None else out["img"][:, call.image_slice]
-            call.leave(image)
+            call.leave(joined(image))
         return out
+
+
+def joined(streams) -> torch.Tensor:
+    """One tensor per item of a block stream: the tensor itself, or for joint audio-video blocks (LTX-2: the pair
+    (video tokens, audio tokens)) both streams flattened per item and concatenated, so the residual covers both."""
+    if isinstance(streams, torch.Tensor):
+        return streams
+    return torch.cat([s.reshape(s.shape[0], -1) for s in streams], dim=1)
+
+
+def split_like(flat: torch.Tensor, streams):
+    """Inverse of :func:`joined` for streams shaped like ``streams``."""
+    if isinstance(streams, torch.Tensor):
+        return flat
+    sizes = [s[0].numel() for s in streams]
+    return tuple(part.reshape(s.shape) for part, s in zip(flat.split(sizes, dim=1), streams))
 
 
 def _locate(joint: torch.Tensor, image: torch.Tensor) -> slice:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ..cosmos3_model import GEN_STACK_WRAPPER, Cosmos3
+from ..cosmos3_model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
 from .base import WRAPPER_KEY, Seam
 from .call import CALL_OPTION, StackCall
 
@@ -33,7 +33,7 @@ def _enter_run(model_options: dict) -> None:
 
 def _residual_numel(diffusion_model, input_shape) -> int:
     cfg = diffusion_model.config
-    return cfg.token_count(*input_shape[2:5]) * cfg.hidden_size
+    return item_tokens(cfg, input_shape) * cfg.hidden_size
 
 
 def seam_for(model_patcher, model_options: dict) -> Seam | None:

@@ -27,3 +27,14 @@ def flow_scale_and_sigma(model_sampling, sigma: float) -> tuple[float, float]:
             f"({type(model_sampling).__name__}) does not mix clean latent and noise (weights {b}, {a})."
         )
     return 1.0 / (a + b), a / (a + b)
+
+
+def video_stream(base_model, x: torch.Tensor) -> torch.Tensor:
+    """The first (video) stream of a model call's latent that ComfyUI's sampler packed from an audio-video latent
+    (``[B, 1, N]``, the streams' shapes in ``base_model.latent_shapes``), else ``x`` itself. The gate decides on
+    the video, as diffusers and vLLM-Omni do for joint audio-video models."""
+    shapes = getattr(base_model, "latent_shapes", None)
+    if shapes is None or len(shapes) < 2 or x.ndim != 3:
+        return x
+    video = tuple(shapes[0])
+    return x[:, :, : math.prod(video[1:])].reshape(x.shape[0], *video[1:])

@@ -1,0 +1,71 @@
+"""Parity of the native Cosmos3 audio VAE decoder with diffusers' ``Cosmos3AVAEAudioTokenizer`` (fp32, tiny)."""
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+from cosmos3.audio_vae import AudioVAEConfig, load_audio_vae
+
+pytest.importorskip("diffusers")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+
+from tiny_audio_vae import build_tiny_audio_vae, write_tiny_audio_vae  # noqa: E402
+
+RTOL = 2e-5
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt")
+    write_tiny_audio_vae(root / "sound_tokenizer", seed=0)
+    return str(root)
+
+
+@pytest.mark.parametrize("batch,frames", [(1, 5), (2, 7), (1, 1)])
+def test_decoder_matches_diffusers(root, batch, frames):
+    ref = build_tiny_audio_vae(seed=0)
+    ours = load_audio_vae(root)
+    torch.manual_seed(batch * 10 + frames)
+    latent = torch.randn(batch, 8, frames)
+    with torch.no_grad():
+        expected, got = ref.decode(latent), ours.decode(latent)
+    hop = ours.config.hop
+    assert got.shape == expected.shape == (batch, 2, frames * hop) and hop == 1920
+    err = ((got - expected).abs().max() / expected.abs().max()).item()
+    print(f"parity audio VAE decode batch {batch} frames {frames}: max rel err {err:.2e}")
+    assert err < RTOL
+    assert 0 < expected.abs().max() < 1  # the clamp does not hide differences
+
+
+def test_encoder_weights_are_skipped_and_config_read(root):
+    with open(os.path.join(root, "sound_tokenizer", "config.json")) as f:
+        raw = json.load(f)
+    config = AudioVAEConfig.from_dict(raw)
+    assert (config.sampling_rate, config.vocoder_input_dim, config.hop, config.dec_dim) == (48000, 8, 1920, 2)
+    assert all(k.startswith("decoder.") for k in load_audio_vae(root).state_dict())
+
+
+def test_clear_errors(root, tmp_path):
+    with pytest.raises(FileNotFoundError, match="sound_tokenizer"):
+        load_audio_vae(str(tmp_path))
+    with pytest.raises(ValueError, match="dec_final_tanh"):
+        AudioVAEConfig.from_dict({"dec_final_tanh": True})
+    with pytest.raises(ValueError, match=r"\[B, 8, frames\]"):
+        load_audio_vae(root).decode(torch.randn(1, 4, 3))
+
+
+def test_shipped_size_has_diffusers_keys_and_shapes():
+    """The default (shipped) configuration builds the same decoder tensors as diffusers' (meta device, no memory)."""
+    from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
+
+    from cosmos3.audio_vae import Cosmos3AudioVAE
+
+    with torch.device("meta"):
+        ref = Cosmos3AVAEAudioTokenizer(encoder_enabled=False)
+    ours = Cosmos3AudioVAE(AudioVAEConfig(), device="meta")
+    expected = {k: tuple(v.shape) for k, v in ref.state_dict().items()}
+    assert expected == {k: tuple(v.shape) for k, v in ours.state_dict().items()}
+    print(f"shipped audio VAE decoder: {sum(v.numel() for v in ours.state_dict().values()) / 1e6:.1f}M parameters")
