@@ -12,6 +12,7 @@ from .seams import WRAPPER_KEY, remove_seacache, select_seam
 from .seams.sampling import flow_view
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
+GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
 
 
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
@@ -56,13 +57,14 @@ class SeaCacheApply(io.ComfyNode):
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Reuse allowed up to this fraction of the steps."),
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Power-law exponent of the SEA prior of clean content: auto = 3 for video latents (time, height and width filtered: Wan, HunyuanVideo, LTX-Video, Cosmos3), 2 for images (height and width: Flux, Qwen-Image, or a one-frame video latent)."),
                 io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the residual history lives; cpu saves GPU memory at a small transfer cost."),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea", tooltip="sea = the paper's distance. sea same-sigma filters both latents at the current noise level, so the filter's own change near sigma 1 is not counted as content change (docs/quality.md); its distances are smaller, so the same threshold reuses more."),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
-    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage):
+    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate="sea"):
         validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
@@ -72,6 +74,7 @@ class SeaCacheApply(io.ComfyNode):
             end_steps=end_steps,
             power=POWER_CHOICES[filter_exponent],
             residual_device="cpu" if residual_storage == "cpu" else "compute",
+            gate=GATE_CHOICES[gate],
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))

@@ -34,7 +34,7 @@ WAN = "wan22_5b_t2v_seacache.json"
 FLUX = "flux_t2i_seacache.json"
 ANYMODEL = [WAN, FLUX]
 ALL = WORKFLOWS + list(FAMILY) + ANYMODEL
-APPLY_DEFAULTS = [0.25, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
+APPLY_DEFAULTS = [0.25, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
@@ -106,7 +106,7 @@ def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
     assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
-    expected = APPLY_DEFAULTS[:-1] + ["cpu"] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
+    expected = APPLY_DEFAULTS[:-2] + ["cpu", "sea"] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
     assert apply["widgets_values"] == expected
 
 
