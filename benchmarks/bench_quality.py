@@ -133,21 +133,24 @@ class Job:
         return full, x
 
 
+def mean_full(job: Job, gate: str, threshold: float, pairs=CALIBRATION_PAIRS) -> float:
+    """Mean full calls of ``gate`` (order 1) at ``threshold`` over ``pairs``."""
+    return sum(job.run(p, gate, 1, threshold)[0] for p in pairs) / len(pairs)
+
+
+def threshold_for(job: Job, gate: str, goal: float, pairs=CALIBRATION_PAIRS) -> float:
+    """The threshold of ``gate`` whose mean full calls over ``pairs`` are ``goal``: bisection on log threshold."""
+    lo, hi = 1e-3, 4.0  # full calls fall as the threshold rises
+    for _ in range(7):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if mean_full(job, gate, mid, pairs) > goal else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
 def calibrate(job: Job, gate: str, target: float, pairs=CALIBRATION_PAIRS) -> tuple[float, float]:
     """Two thresholds of ``gate`` (order 1) whose mean full calls over ``pairs`` lie about one call either side
-    of ``target``: bisection on log threshold for ``target`` + 1 and ``target`` - 1."""
-
-    def mean_full(threshold: float) -> float:
-        return sum(job.run(p, gate, 1, threshold)[0] for p in pairs) / len(pairs)
-
-    def solve(goal: float) -> float:
-        lo, hi = 1e-3, 4.0  # full calls fall as the threshold rises
-        for _ in range(7):
-            mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if mean_full(mid) > goal else (lo, mid)
-        return math.sqrt(lo * hi)
-
-    return solve(target + 1.0), solve(target - 1.0)
+    of ``target``."""
+    return threshold_for(job, gate, target + 1.0, pairs), threshold_for(job, gate, target - 1.0, pairs)
 
 
 def thresholds_of(jobs: dict[str, Job], path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
@@ -363,6 +366,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--merge", nargs="+", help="print the table of saved shards instead of running")
     parser.add_argument("--instrument", action="store_true", help="print per-step distances of each indicator")
     parser.add_argument("--thresholds", help="JSON of calibrated thresholds: read if present, else written")
+    parser.add_argument("--match", type=float, default=None, metavar="T",
+                        help="print the SEA gate's full calls at threshold T and the same-sigma threshold that matches them")
+    parser.add_argument("--gate", default="sea", choices=GATES[:3], help="the gate of --image")
     parser.add_argument("--image", action="store_true",
                         help="threshold curves of the natural proxy on stills (images) and on videos, SEA gate, order 1")
     args = parser.parse_args(argv)
@@ -387,8 +393,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for frames in (1, None):
                 job.frames = frames
                 kind = "stills (image proxy)" if frames == 1 else "videos"
-                rows = threshold_curve(job, range(pairs))
-                print(curve_table(f"\n{name}, {kind}, CFG {job.data.cfg:g}, {steps} steps, {pairs} pairs, SEA gate, order 1:", rows, steps))
+                rows = threshold_curve(job, range(pairs), gate=args.gate)
+                print(curve_table(f"\n{name}, {kind}, CFG {job.data.cfg:g}, {steps} steps, {pairs} pairs, "
+                                  f"{LABELS[args.gate]} gate, order 1:", rows, steps))
+        return []
+    if args.match is not None:
+        print(f"| proxy, shift | SEA full calls at {args.match:g} | same-sigma threshold with those calls |\n| --- | ---: | ---: |")
+        for name, job in jobs.items():
+            goal = mean_full(job, "sea", args.match)
+            print(f"| {name} | {goal:.1f} | {threshold_for(job, 'sea_same_sigma', goal):.3f} |", flush=True)
         return []
     index, count = (int(v) for v in args.shard.split("/"))
     log = (lambda *a: None) if args.quick else (lambda *a: print(*a, flush=True))
