@@ -300,7 +300,7 @@ def instrument(job: Job, p: int = 0) -> str:
     return "\n".join(lines)
 
 
-IMAGE_THRESHOLDS = (0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
+IMAGE_THRESHOLDS = (0.05, 0.1, 0.13, 0.15, 0.25, 0.35, 0.5)
 
 
 def threshold_curve(job: Job, pairs: range, thresholds=IMAGE_THRESHOLDS, gate: str = "sea", order: int = 1) -> list[dict]:
