@@ -1,21 +1,22 @@
-"""Train the quality proxy: a small model of this pack's Cosmos3 architecture on synthetic latent videos.
+"""Train a quality proxy: a small model of this pack's Cosmos3 architecture on latent videos of one data source.
 
 No trained Cosmos3 weights can run here, and random weights say nothing about quality, so SeaCache's effect on
-a video is measured on this proxy instead: ``cosmos3.Cosmos3Transformer`` itself (text pathway, generator
-stack, ``norm_moe_gen``, patching, mRoPE) at a tiny size, trained by flow matching on a deterministic synthetic
-dataset of latent videos whose content the prompt decides (which object, its colour and its direction of
-motion) over smooth, slowly drifting backgrounds. It is *not* Cosmos3-Nano: its numbers show how the cache
-options compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
+a video is measured on proxies instead: ``cosmos3.Cosmos3Transformer`` itself (text pathway, generator stack,
+``norm_moe_gen``, patching, mRoPE) at a tiny size, trained by flow matching on one of two deterministic data
+sources (``--data``): ``synthetic``, latent videos whose content the prompt decides (which object, its colour
+and its direction of motion) over smooth, slowly drifting backgrounds; ``natural``, camera pans and zooms over
+real photographs (``proxy_natural``). They are *not* Cosmos3-Nano: their numbers show how the cache options
+compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
 
-The script trains, checks that samples are data-like (nearest-neighbour distance to held-out data against
-real and noise baselines, and a linear probe's class accuracy on generated samples) and writes the weights
-(bf16 safetensors, 0.37 MB) with a JSON card of the seed, command and validity numbers:
+The script trains, checks that samples are data-like (each source's validity report and bar) and writes the
+weights (bf16 safetensors) with a JSON card of the seed, command and validity numbers:
 
-    nice -n 10 python scripts/train_proxy.py --steps 600 --stop-after 600 --batch 8 --lr 0.002 --seed 0 --threads 1
-    # 13 min on a busy 2-core CPU; writes benchmarks/proxy/
+    python scripts/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
+    python scripts/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
+    # 11 min (idle) and 18 min (busy 2-core CPU); write benchmarks/proxy/ and benchmarks/proxy_natural/
 
-The module is also the proxy's library: dataset, config, prompts, sampler and validity check are imported by
-``benchmarks/bench_quality.py`` and the tests.
+The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
+imported by ``benchmarks/bench_quality.py`` and the tests.
 """
 
 from __future__ import annotations
@@ -83,11 +84,6 @@ def prompt_tokens(label: int | None) -> list[int]:
     return [TOKEN[w] for w in words]
 
 
-def token_batch(labels) -> torch.Tensor:
-    """[B, PROMPT_LENGTH] token ids for a list of labels (None = the empty prompt used for CFG)."""
-    return torch.tensor([prompt_tokens(label) for label in labels], dtype=torch.long)
-
-
 # ----------------------------------------------------------------------------------------------- dataset
 def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Synthetic latent videos [B, C, T, H, W] for class ``labels``, drawn with ``generator`` (deterministic).
@@ -130,11 +126,8 @@ def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tenso
 
 
 def make_dataset(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
-    generator = torch.Generator().manual_seed(seed)
-    labels = torch.arange(count) % len(CLASSES)
-    labels = labels[torch.randperm(count, generator=generator)]
-    return make_videos(labels, generator), labels
+    """``count`` synthetic videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
+    return SYNTHETIC.dataset(count, seed)
 
 
 TRAIN_SEED, HELDOUT_SEED, REFERENCE_SEED, PROBE_SEED = 1000, 2000, 3000, 4000
@@ -279,8 +272,7 @@ def train_probe(videos: torch.Tensor, labels: torch.Tensor, epochs: int = 150) -
 
 def nearest_distance(videos: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     """RMS distance from each video to its nearest neighbour in ``reference``. [N]"""
-    d = torch.cdist(videos.flatten(1), reference.flatten(1))
-    return d.min(dim=1).values / math.sqrt(videos[0].numel())
+    return natural.nearest(videos, reference)[0]
 
 
 def validity(model, labels: list[int] | None = None, steps: int = 35, shift: float = 3.0, cfg: float = CFG) -> dict:
@@ -335,8 +327,8 @@ def is_valid(report: dict) -> bool:
     return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
 
 
-VALIDITY = {"synthetic": validity, "natural": lambda model: natural.validity(model)}
-VALID_BAR = {"synthetic": is_valid, "natural": lambda report: natural.is_valid(report)}
+VALIDITY = {"synthetic": validity, "natural": natural.validity}
+VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid}
 
 
 # ----------------------------------------------------------------------------------------------- training
