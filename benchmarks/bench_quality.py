@@ -1,26 +1,31 @@
-"""What SeaCache does to the result, measured on a trained Cosmos3-architecture proxy (not Cosmos3-Nano).
+"""What SeaCache does to the result, measured on two trained Cosmos3-architecture proxies (not Cosmos3-Nano).
 
-For each prompt/seed pair the proxy (``scripts/train_proxy.py``, weights in ``benchmarks/proxy/``) samples
-once uncached and once per cache variant with the same noise; the error is the relative L2 distance of the
-final latent to the uncached one (I2V: over the generated frames, the clean first frame excluded). Printed:
-mean full calls (stack runs, 2 branches each), the stack speedup ``steps / full``, the mean error and its
-95 % interval (mean +- 1.96 standard errors) over the pairs, for
+A shift sweep (3, 5, 10: the Cosmos3 recipe's shifts for 256p, 480p and 720p) at each proxy's CFG, comparing
+at the same number of full calls (stack runs) four ways to choose which steps to compute, each with residual
+extrapolation of order 1 and 2:
 
-- SeaCache with vLLM-Omni's settings ("shipped": SEA gate, residual before ``norm_moe_gen``, order 1; the
-  pack's default order is 2 since these measurements);
-- the residual boundary after ``norm_moe_gen`` (diffusers'), residual orders 0 and 2, an unfiltered gate;
-- evenly spaced skipping: per pair, the same number of full calls as the shipped SeaCache, spread evenly;
-- T2V and I2V (clean first frame) at shift 3, and T2V at shift 10.
+- ``SEA``: the paper's gate (``SeaCacheConfig(gate="sea")``);
+- ``SEA same-sigma``: the pack's variant, both latents filtered at the current sigma (``gate="sea_same_sigma"``);
+- ``unfiltered``: the same gate on the raw latent (an indicator injected here; not a product option);
+- ``evenly spaced``: a fixed set of evenly spaced steps, no gate.
 
-Every variant runs through ``seacache_core.SeaCacheSession`` with a ``SeaCacheConfig`` (the code that ships);
-the evenly spaced baseline uses the same residual history and extrapolation. Euler flow sampler, 35 steps,
-CFG ``train_proxy.CFG`` (1.5), cond and uncond batched in one call.
+For each prompt/seed pair a proxy samples once uncached and once per variant and threshold with the same
+noise; the error is the relative L2 distance of the final latent to the uncached one. Every gate runs at two
+thresholds that bracket the target of ``steps / 1.8`` full calls (found by bisection on separate calibration
+pairs), evenly spaced skipping at the two whole counts around it, and each pair's error is interpolated (in log
+error, linearly in full calls) at the target. Printed per proxy and shift: the geometric-mean error at the
+target and paired ratios (geometric mean and 95 % interval over the pairs, pairs where the variant is lower).
 
-    python benchmarks/bench_quality.py            # 32 pairs (about 30-60 min on a busy 2-core CPU)
-    python benchmarks/bench_quality.py --quick    # CI-sized: 2 pairs, 16 steps, one threshold per variant
-    # the same 32 pairs split over 2 processes, then one table:
-    python benchmarks/bench_quality.py --shard 0/2 --save a.json & python benchmarks/bench_quality.py --shard 1/2 --save b.json
+    python benchmarks/bench_quality.py --thresholds t.json   # 24 pairs, 35 steps, both proxies
+    python benchmarks/bench_quality.py --quick          # CI-sized smoke run: 2 pairs, 8 steps, shift 10, fixed thresholds
+    python benchmarks/bench_quality.py --instrument     # per-step distances of each indicator (why SEA over-counts)
+    # split over processes (after one calibration run has written t.json), then one table:
+    python benchmarks/bench_quality.py --thresholds t.json --shard 0/2 --save a.json &
+    python benchmarks/bench_quality.py --thresholds t.json --shard 1/2 --save b.json
     python benchmarks/bench_quality.py --merge a.json b.json
+
+Every gate runs through ``seacache_core.SeaCacheSession`` (the code that ships); evenly spaced skipping uses
+the same residual history and extrapolation. Euler flow sampler, cond and uncond batched in one call.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
@@ -42,7 +47,24 @@ import train_proxy as proxy  # noqa: E402
 from seacache_host import SeaCachedCosmos3  # noqa: E402
 from cosmos3 import reference_sigmas  # noqa: E402
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheSession  # noqa: E402
+from seacache_core.distance import item_distances  # noqa: E402
 
+SHIFTS = (3.0, 5.0, 10.0)
+SPEEDUP = 1.8  # the published operating point: full calls = steps / 1.8
+GATES = ("sea", "sea_same_sigma", "unfiltered", "even")
+LABELS = {"sea": "SEA", "sea_same_sigma": "SEA same-sigma", "unfiltered": "unfiltered", "even": "evenly spaced"}
+QUICK_THRESHOLDS = {"sea": (0.1, 0.4), "sea_same_sigma": (0.03, 0.15), "unfiltered": (0.02, 0.1)}
+CALIBRATION_PAIRS = range(1000, 1003)
+
+
+class UnfilteredIndicator:
+    """Benchmark-only gate indicator: the raw noisy latent, no SEA filter (what the filter is compared with)."""
+
+    def observe(self, latent: torch.Tensor, sea_filter) -> torch.Tensor:
+        return latent.detach().to(torch.float32, copy=True)
+
+    def distances(self, current: torch.Tensor, previous: torch.Tensor, sea_filter) -> torch.Tensor:
+        return item_distances(current, previous)
 
 
 class EvenSkipHost:
@@ -69,174 +91,251 @@ def even_steps(steps: int, full: int) -> set[int]:
     return {round(i * (steps - 1) / (full - 1)) for i in range(full)}
 
 
+def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor) -> SeaCacheSession:
+    """A session of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule."""
+    session = SeaCacheSession(SeaCacheConfig(threshold=threshold, order=order, gate="sea" if gate == "unfiltered" else gate))
+    if gate == "unfiltered":
+        session.gate.indicator = UnfilteredIndicator()
+    session.set_schedule(sigmas)
+    return session
+
+
 @dataclass
-class Variant:
-    """One curve of the table: a cache configuration (or the even baseline) run at several thresholds."""
+class Job:
+    """One proxy at one shift: the model, its data source and the sampling settings."""
 
-    section: str  # "T2V s3", "I2V s3", "T2V s10"
-    name: str
-    thresholds: tuple[float, ...]
-    options: dict = field(default_factory=dict)  # SeaCacheConfig fields besides the threshold
-    even_of: str | None = None  # even skipping matched to this variant's full calls
+    model: torch.nn.Module
+    data: proxy.ProxyData
+    shift: float
+    steps: int
+    frames: int | None = None
 
+    def pair(self, p: int) -> tuple[int, int]:
+        """(class label, noise seed) of prompt/seed pair ``p``."""
+        return p % self.data.classes, 70_000 + p
 
-def variants(quick: bool, curves: bool = False) -> list[Variant]:
-    """The measured variants, each at the threshold nearest the 1.8x point on the proxy (0.15 for the SEA
-    gate at shift 3, 0.2 at shift 10, 0.05 for the unfiltered gate); ``curves`` adds thresholds on both sides
-    (0.1 and 0.3 for the SEA gate, 0.03 and 0.1 unfiltered) for curves over the number of full calls;
-    ``quick`` keeps one threshold each."""
-    shipped = "shipped (SEA, before norm, order 1)"
-    sea, raw = ((0.1, 0.15, 0.3), (0.03, 0.05, 0.1)) if curves else ((0.15,), (0.05,))
-    out = []
-    for section in ("T2V s3", "I2V s3", "T2V s10"):
-        at = sea if section != "T2V s10" else tuple(0.2 if t == 0.15 else t for t in sea)
-        out += [
-            Variant(section, shipped, at, dict(order=1)),
-            Variant(section, "after norm_moe_gen", at, dict(residual_boundary="after_norm", order=1)),
-            Variant(section, "evenly spaced (count of shipped)", at, even_of=shipped),
-        ]
-        if section == "T2V s3":
-            out += [
-                Variant(section, "unfiltered gate", raw, dict(indicator_filter="none", order=1)),
-                Variant(section, "order 0", at, dict(order=0)),
-                Variant(section, "order 2", at, dict(order=2)),
-            ]
-    if quick:
-        for v in out:
-            v.thresholds = v.thresholds[:1]
-    return out
+    def sample(self, p: int, stack=None) -> torch.Tensor:
+        label, seed = self.pair(p)
+        return proxy.sample(self.model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
+                            data=self.data, frames=self.frames)
+
+    def run(self, p: int, gate: str, order: int, setting: float) -> tuple[int, torch.Tensor]:
+        """(full calls, final latent) of one variant; ``setting`` is the threshold, or the count for "even"."""
+        sigmas = reference_sigmas(self.steps, self.shift)
+        if gate == "even":
+            host = EvenSkipHost(self.model, sigmas, even_steps(self.steps, int(setting)), order)
+            x = self.sample(p, host)
+            return host.full, x
+        session = gate_session(gate, setting, order, sigmas)
+        x = self.sample(p, SeaCachedCosmos3(self.model, session))
+        full = session.stats.ran
+        session.release()
+        return full, x
 
 
-def section_setup(section: str) -> tuple[float, bool]:
-    """(shift, image-to-video) of a section name."""
-    return (10.0 if section.endswith("s10") else 3.0), section.startswith("I2V")
+def mean_full(job: Job, gate: str, threshold: float, pairs=CALIBRATION_PAIRS) -> float:
+    """Mean full calls of ``gate`` (order 1) at ``threshold`` over ``pairs``."""
+    return sum(job.run(p, gate, 1, threshold)[0] for p in pairs) / len(pairs)
 
 
-def rel_error(x: torch.Tensor, ref: torch.Tensor, i2v: bool) -> float:
-    """Relative L2 error of a final latent; I2V compares the generated frames only."""
-    if i2v:
-        x, ref = x[:, :, 1:], ref[:, :, 1:]
-    return float((x - ref).norm() / ref.norm())
+def threshold_for(job: Job, gate: str, goal: float, pairs=CALIBRATION_PAIRS) -> float:
+    """The threshold of ``gate`` whose mean full calls over ``pairs`` are ``goal``: bisection on log threshold."""
+    lo, hi = 1e-3, 4.0  # full calls fall as the threshold rises
+    for _ in range(7):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if mean_full(job, gate, mid, pairs) > goal else (lo, mid)
+    return math.sqrt(lo * hi)
 
 
-def run_pairs(pairs: range, steps: int, quick: bool, folder: str = proxy.PROXY_DIR, log=print, curves: bool = False) -> list[dict]:
-    """Every variant on the prompt/seed pairs numbered ``pairs``; one row per (variant, threshold) with
-    per-pair values."""
-    model = proxy.load_proxy(folder)
-    all_variants = variants(quick, curves)
-    # I2V start frames: frame 0 of one held-out video per class, given with that class's prompt
-    first_frames = proxy.make_videos(torch.arange(len(proxy.CLASSES)), torch.Generator().manual_seed(proxy.HELDOUT_SEED + 1))
-    rows: dict[tuple, dict] = {}
+def calibrate(job: Job, gate: str, target: float, pairs=CALIBRATION_PAIRS) -> tuple[float, float]:
+    """Two thresholds of ``gate`` (order 1) whose mean full calls over ``pairs`` lie about one call either side
+    of ``target``."""
+    return threshold_for(job, gate, target + 1.0, pairs), threshold_for(job, gate, target - 1.0, pairs)
+
+
+def thresholds_of(jobs: dict[str, Job], path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
+    """Per job and gate the two thresholds around the target: read from ``path`` when it holds them (shards
+    share one calibration), else calibrated and written there."""
+    known = {}
+    if path and os.path.isfile(path):
+        with open(path) as f:
+            known = json.load(f)
+    for name, job in jobs.items():
+        for gate in QUICK_THRESHOLDS:
+            if gate not in known.get(name, {}):
+                known.setdefault(name, {})[gate] = list(calibrate(job, gate, job.steps / SPEEDUP))
+                log(f"calibrated {name} {gate}: {known[name][gate]}")
+                if path:
+                    with open(path, "w") as f:
+                        json.dump(known, f, indent=1)
+    return known
+
+
+def sweep(jobs: dict[str, Job], pairs: range, thresholds: dict, log=print) -> list[dict]:
+    """Every variant of every job on the pairs numbered ``pairs``: one row per (proxy/shift, gate, order,
+    setting) with per-pair full calls and errors. ``thresholds[job][gate]``: the gate's two thresholds."""
+    rows = []
     start = time.time()
-    for n, p in enumerate(pairs):
-        label, seed = p % len(proxy.CLASSES), 70_000 + p
-        for section in dict.fromkeys(v.section for v in all_variants):
-            shift, i2v = section_setup(section)
-            frame = first_frames[label : label + 1, :, :1] if i2v else None
-            run = lambda **kw: proxy.sample(model, label, seed, steps=steps, shift=shift, first_frame=frame, **kw)  # noqa: E731
-            reference = run()
-            full_of: dict[tuple, int] = {}
-            for v in (v for v in all_variants if v.section == section):
-                for threshold in v.thresholds:
-                    if v.even_of is None:
-                        config = SeaCacheConfig(threshold=threshold, **v.options)
-                        session = SeaCacheSession(config)
-                        session.set_schedule(reference_sigmas(steps, shift))
-                        x = run(stack=SeaCachedCosmos3(model, session), boundary=config.residual_boundary)
-                        full = session.stats.ran
-                        full_of[(v.name, threshold)] = full
-                        session.release()
-                    else:
-                        count = full_of[(v.even_of, threshold)]
-                        host = EvenSkipHost(model, reference_sigmas(steps, shift), even_steps(steps, count), 1)
-                        x = run(stack=host)
-                        full = host.full
-                    row = rows.setdefault((section, v.name, threshold), dict(section=section, variant=v.name, threshold=threshold, full=[], error=[]))
-                    row["full"].append(full)
-                    row["error"].append(rel_error(x, reference, i2v))
-        log(f"pair {p} done, {n + 1}/{len(pairs)} ({time.time() - start:.0f} s)")
-    return list(rows.values())
+    for name, job in jobs.items():
+        target = job.steps / SPEEDUP
+        for gate in GATES:
+            even = (float(math.floor(target)), float(math.floor(target) + 1))
+            points = even if gate == "even" else tuple(thresholds[name][gate])
+            for order in (1, 2):
+                for setting in points:
+                    rows.append(dict(section=name, gate=gate, order=order, setting=setting, full=[], error=[]))
+        references = {p: job.sample(p) for p in pairs}
+        for row in (r for r in rows if r["section"] == name):
+            for p in pairs:
+                full, x = job.run(p, row["gate"], row["order"], row["setting"])
+                row["full"].append(full)
+                row["error"].append(float((x - references[p]).norm() / references[p].norm()))
+        log(f"{name} done ({time.time() - start:.0f} s)")
+    return rows
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % interval (1.96 standard errors; 0 for one value)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, 1.96 * math.sqrt(var / n)
-
-
-def at_calls(rows: list[dict], target: float) -> dict[tuple[str, str], tuple[float, float] | None]:
-    """(threshold, error) of each curve interpolated linearly in mean full calls at ``target`` full calls;
-    None where the curve's points do not bracket it."""
-    curves: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+def matched(rows: list[dict], steps: dict[str, int]) -> dict[tuple, list[float]]:
+    """Per (section, gate, order) each pair's error at ``steps / SPEEDUP`` full calls: log error interpolated
+    linearly in full calls between the variant's two settings (the nearer setting's error where they do not
+    bracket the target: never extrapolated)."""
+    grouped: dict[tuple, list[dict]] = {}
     for r in rows:
-        point = (sum(r["full"]) / len(r["full"]), r["threshold"], sum(r["error"]) / len(r["error"]))
-        curves.setdefault((r["section"], r["variant"]), []).append(point)
+        grouped.setdefault((r["section"], r["gate"], r["order"]), []).append(r)
     out = {}
-    for key, points in curves.items():
-        points.sort()
-        out[key] = None
-        for (f0, t0, e0), (f1, t1, e1) in zip(points, points[1:]):
-            if f0 <= target <= f1 and f1 > f0:
-                w = (target - f0) / (f1 - f0)
-                out[key] = (t0 + (t1 - t0) * w, e0 + (e1 - e0) * w)
+    for key, (a, b) in ((k, v[:2]) for k, v in grouped.items()):
+        target = steps[key[0]] / SPEEDUP
+        errors = []
+        for fa, ea, fb, eb in zip(a["full"], a["error"], b["full"], b["error"]):
+            la, lb = math.log(max(ea, 1e-12)), math.log(max(eb, 1e-12))
+            w = 0.5 if fa == fb else min(max((target - fa) / (fb - fa), 0.0), 1.0)
+            errors.append(math.exp(la + w * (lb - la)))
+        out[key] = errors
     return out
 
 
-def table(rows: list[dict], steps: int, pairs: int) -> str:
-    """The printed table: one line per (section, variant, threshold), with each curve's threshold and error
-    interpolated at the 1.8x point (steps / 1.8 full calls)."""
-    target = steps / 1.8
-    interpolated = at_calls(rows, target)
-    lines = [
-        f"SeaCache quality on the trained Cosmos3-architecture proxy (not Cosmos3-Nano): {pairs} prompt/seed pairs, "
-        f"{steps} steps, CFG {proxy.CFG:g}, Euler; error = relative L2 of the final latent vs uncached (mean, 95% CI); "
-        f"'at 1.8x' = the curve interpolated at {target:.1f} full calls (evenly spaced: threshold of the matched run)",
-        "| section | variant | threshold | full calls | speedup | error | 95% CI | threshold at 1.8x | error at 1.8x |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+def paired_ratio(a: list[float], b: list[float]) -> tuple[float, float, float, int]:
+    """Geometric mean of a/b over pairs, its 95 % interval (1.96 standard errors of the mean log ratio), and
+    the number of pairs where a is lower."""
+    logs = [math.log(x / y) for x, y in zip(a, b)]
+    n = len(logs)
+    mean = sum(logs) / n
+    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in logs) / (n - 1) / n) if n > 1 else 0.0
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), sum(v < 0 for v in logs)
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def bracketed(rows: list[dict], steps: dict[str, int]) -> tuple[int, int]:
+    """(pair runs whose two settings bracket the target full calls, all pair runs) over every variant."""
+    grouped: dict[tuple, list[dict]] = {}
     for r in rows:
-        full = sum(r["full"]) / len(r["full"])
-        error, half = mean_ci(r["error"])
-        at = interpolated[(r["section"], r["variant"])]
-        at_text = "- | -" if at is None else f"{at[0]:.3f} | {at[1]:.4f}"
-        lines.append(
-            f"| {r['section']} | {r['variant']} | {r['threshold']:.2f} | {full:.1f} | {steps / full:.2f}x | "
-            f"{error:.4f} | +-{half:.4f} | {at_text} |"
-        )
+        grouped.setdefault((r["section"], r["gate"], r["order"]), []).append(r)
+    inside = total = 0
+    for (section, _, _), (a, b) in ((k, v[:2]) for k, v in grouped.items()):
+        target = steps[section] / SPEEDUP
+        inside += sum(min(fa, fb) <= target <= max(fa, fb) for fa, fb in zip(a["full"], b["full"]))
+        total += len(a["full"])
+    return inside, total
+
+
+def table(rows: list[dict], steps: dict[str, int], cfg: dict[str, float]) -> str:
+    """The printed sweep: per section and variant the error at the 1.8x point and paired ratios against the
+    SEA gate and evenly spaced skipping of the same order, and against order 1 of the same gate."""
+    errors = matched(rows, steps)
+    full = {}
+    for r in rows:
+        full.setdefault((r["section"], r["gate"], r["order"]), []).append(sum(r["full"]) / len(r["full"]))
+    pairs = len(rows[0]["error"])
+    inside, total = bracketed(rows, steps)
+
+    def ratio(a, b) -> str:
+        g, lo, hi, lower = paired_ratio(errors[a], errors[b])
+        return f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{pairs}"
+
+    lines = [
+        f"SeaCache quality on trained Cosmos3-architecture proxies (not Cosmos3-Nano): {pairs} prompt/seed pairs; "
+        f"error = relative L2 of the final latent vs uncached, interpolated per pair at steps/{SPEEDUP:g} full calls; "
+        "ratios: geometric mean of per-pair error ratios [95% CI] and pairs where the row is lower; "
+        f"the two runs bracket the target on {inside}/{total} pair runs (else the nearer run's error is used)",
+        "| proxy, shift | gate | order | full calls of the two runs | error at 1.8x | x SEA | x evenly spaced | x order 1 |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for key in errors:
+        section, gate, order = key
+        calls = " / ".join(f"{f:.1f}" for f in full[key])
+        versus_sea = "-" if gate == "sea" else ratio(key, (section, "sea", order))
+        versus_even = "-" if gate == "even" else ratio(key, (section, "even", order))
+        versus_order = "-" if order == 1 else ratio(key, (section, gate, 1))
+        lines.append(f"| {section}, CFG {cfg[section]:g} | {LABELS[gate]} | {order} | {calls} | "
+                     f"{geometric_mean(errors[key]):.4f} | {versus_sea} | {versus_even} | {versus_order} |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized run: 2 pairs, 16 steps, one threshold each")
-    parser.add_argument("--pairs", type=int, default=None, help="prompt/seed pairs (default 32, quick 2)")
-    parser.add_argument("--steps", type=int, default=None, help="sampling steps (default 35, quick 16)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--proxy", default=proxy.PROXY_DIR, help="folder of the proxy's weights")
-    parser.add_argument("--shard", default="0/1", help="i/n: run only pairs p with p %% n == i (parallel runs)")
-    parser.add_argument("--curves", action="store_true", help="also thresholds either side of 1.8x (3x the runs)")
-    parser.add_argument("--save", help="write the rows (per-pair values) to this JSON file")
-    parser.add_argument("--merge", nargs="+", help="print the table of saved shards instead of running")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    pairs = args.pairs or (2 if args.quick else 32)
-    steps = args.steps or (16 if args.quick else 35)
-    if args.merge:
-        rows = merge_rows(args.merge)
-        pairs = len(rows[0]["error"])
-    else:
-        index, count = (int(v) for v in args.shard.split("/"))
-        log = (lambda *a: None) if args.quick else print
-        rows = run_pairs(range(index, pairs, count), steps, args.quick, args.proxy, log, args.curves)
-        if args.save:
-            with open(args.save, "w") as f:
-                json.dump(rows, f)
-    print(table(rows, steps, pairs))
+def instrument(job: Job, p: int = 0) -> str:
+    """Per-step distances of one uncached trajectory: the paper's SEA distance, the same-sigma distance and the
+    raw latent's, showing where the SEA distance comes from the filter's own change along the schedule."""
+    from seacache_core import rel_l1
+    from seacache_core.sea_filter import sea_filter_float32
+
+    latents = []
+
+    def record(hidden, inputs):
+        latents.append(inputs.latent[:1].clone())
+        return job.model.run_gen_stack(hidden, inputs)
+
+    job.sample(p, record)
+    sigmas = reference_sigmas(job.steps, job.shift).tolist()
+    sea = lambda x, s: sea_filter_float32(x, s, 3.0)  # noqa: E731
+    lines = ["| step | sigma | SEA | same-sigma | raw |", "| ---: | ---: | ---: | ---: | ---: |"]
+    totals = [0.0, 0.0, 0.0]
+    for t in range(1, len(latents)):
+        values = (rel_l1(sea(latents[t], sigmas[t]), sea(latents[t - 1], sigmas[t - 1])),
+                  rel_l1(sea(latents[t], sigmas[t]), sea(latents[t - 1], sigmas[t])),
+                  rel_l1(latents[t], latents[t - 1]))
+        totals = [a + b for a, b in zip(totals, values)]
+        lines.append(f"| {t} | {sigmas[t]:.4f} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+    lines.append("| sum | | " + " | ".join(f"{v:.3f}" for v in totals) + " |")
+    return "\n".join(lines)
+
+
+IMAGE_THRESHOLDS = (0.05, 0.1, 0.13, 0.15, 0.25, 0.35, 0.5)
+
+
+def threshold_curve(job: Job, pairs: range, thresholds=IMAGE_THRESHOLDS, gate: str = "sea", order: int = 1) -> list[dict]:
+    """Full calls and error of ``gate`` at each threshold (one row each, per-pair values), for choosing a
+    threshold: on single-frame stills (``job.frames`` = 1) it decides the image models' threshold."""
+    references = {p: job.sample(p) for p in pairs}
+    rows = []
+    for threshold in thresholds:
+        row = dict(threshold=threshold, full=[], error=[])
+        for p in pairs:
+            full, x = job.run(p, gate, order, threshold)
+            row["full"].append(full)
+            row["error"].append(float((x - references[p]).norm() / references[p].norm()))
+        rows.append(row)
     return rows
+
+
+def curve_table(title: str, rows: list[dict], steps: int) -> str:
+    """One line per threshold: mean full calls, speedup, geometric-mean error."""
+    lines = [title, "| threshold | full calls | speedup | error |", "| ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        full = sum(r["full"]) / len(r["full"])
+        lines.append(f"| {r['threshold']:g} | {full:.1f} | {steps / full:.2f}x | {geometric_mean(r['error']):.4f} |")
+    return "\n".join(lines)
+
+
+def make_jobs(proxies: list[str], shifts, steps: int) -> dict[str, Job]:
+    """One job per proxy and shift, named "synthetic s3" etc."""
+    jobs = {}
+    for name in proxies:
+        data = proxy.SOURCES[name]
+        model = proxy.load_proxy(data.folder, data=data)
+        for shift in shifts:
+            jobs[f"{name} s{shift:g}"] = Job(model, data, shift, steps)
+    return jobs
 
 
 def merge_rows(paths: list[str]) -> list[dict]:
@@ -245,13 +344,74 @@ def merge_rows(paths: list[str]) -> list[dict]:
     for path in paths:
         with open(path) as f:
             for row in json.load(f):
-                key = (row["section"], row["variant"], row["threshold"])
+                key = (row["section"], row["gate"], row["order"], row["setting"])
                 if key in merged:
                     merged[key]["full"] += row["full"]
                     merged[key]["error"] += row["error"]
                 else:
                     merged[key] = row
     return list(merged.values())
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CI-sized run: 2 pairs, 8 steps, shift 10, fixed thresholds")
+    parser.add_argument("--pairs", type=int, default=None, help="prompt/seed pairs (default 24, quick 2)")
+    parser.add_argument("--steps", type=int, default=None, help="sampling steps (default 35, quick 8)")
+    parser.add_argument("--proxies", nargs="+", default=sorted(proxy.SOURCES), choices=sorted(proxy.SOURCES))
+    parser.add_argument("--shifts", nargs="+", type=float, default=None, help="default 3 5 10 (quick: 10)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shard", default="0/1", help="i/n: run only pairs p with p %% n == i (parallel runs)")
+    parser.add_argument("--save", help="write the rows (per-pair values) to this JSON file")
+    parser.add_argument("--merge", nargs="+", help="print the table of saved shards instead of running")
+    parser.add_argument("--instrument", action="store_true", help="print per-step distances of each indicator")
+    parser.add_argument("--thresholds", help="JSON of calibrated thresholds: read if present, else written")
+    parser.add_argument("--match", type=float, default=None, metavar="T",
+                        help="print the SEA gate's full calls at threshold T and the same-sigma threshold that matches them")
+    parser.add_argument("--gate", default="sea", choices=GATES[:3], help="the gate of --image")
+    parser.add_argument("--image", action="store_true",
+                        help="threshold curves of the natural proxy on stills (images) and on videos, SEA gate, order 1")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    pairs = args.pairs or (2 if args.quick else 24)
+    steps = args.steps or (8 if args.quick else 35)
+    shifts = args.shifts or ([10.0] if args.quick else list(SHIFTS))
+    cfg = {f"{n} s{s:g}": proxy.SOURCES[n].cfg for n in proxy.SOURCES for s in shifts}
+    if args.merge:
+        rows = merge_rows(args.merge)
+        print(table(rows, {r["section"]: steps for r in rows}, cfg))
+        return rows
+    jobs = make_jobs(args.proxies, shifts, steps)
+    if args.instrument:
+        for name, job in jobs.items():
+            print(f"\n{name}, CFG {job.data.cfg:g}, pair 0: relative L1 distance to the previous step\n{instrument(job)}")
+        return []
+    if args.image:
+        for name, job in jobs.items():
+            if job.data.name != "natural":
+                continue
+            for frames in (1, None):
+                job.frames = frames
+                kind = "stills (image proxy)" if frames == 1 else "videos"
+                rows = threshold_curve(job, range(pairs), gate=args.gate)
+                print(curve_table(f"\n{name}, {kind}, CFG {job.data.cfg:g}, {steps} steps, {pairs} pairs, "
+                                  f"{LABELS[args.gate]} gate, order 1:", rows, steps))
+        return []
+    if args.match is not None:
+        print(f"| proxy, shift | SEA full calls at {args.match:g} | same-sigma threshold with those calls |\n| --- | ---: | ---: |")
+        for name, job in jobs.items():
+            goal = mean_full(job, "sea", args.match)
+            print(f"| {name} | {goal:.1f} | {threshold_for(job, 'sea_same_sigma', goal):.3f} |", flush=True)
+        return []
+    index, count = (int(v) for v in args.shard.split("/"))
+    log = (lambda *a: None) if args.quick else (lambda *a: print(*a, flush=True))
+    thresholds = {name: QUICK_THRESHOLDS for name in jobs} if args.quick else thresholds_of(jobs, args.thresholds, log)
+    rows = sweep(jobs, range(index, pairs, count), thresholds, log)
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump(rows, f)
+    print(table(rows, {name: job.steps for name, job in jobs.items()}, cfg))
+    return rows
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from .checkpoint import (
     tokenizer_folder,
 )
 from .config import Cosmos3Config
-from .model import STACK_BOUNDARIES, STACK_BOUNDARY_KEY, Cosmos3Transformer, GenStackInputs, patchify, stack_boundary, unpatchify
+from .model import Cosmos3Transformer, GenStackInputs, patchify, unpatchify
 from .ops import TorchOps, nemotron_norm_class, sdpa_attention
 from .presets import FAMILY, guidance_active, reference_settings
 from .schedule import reference_sigmas
@@ -31,8 +31,6 @@ __all__ = [
     "expected_tensors",
     "Cosmos3Transformer",
     "DistilledSchedule",
-    "STACK_BOUNDARIES",
-    "STACK_BOUNDARY_KEY",
     "GenStackInputs",
     "TEXT_KV_CACHE_KEY",
     "TextKV",
@@ -51,7 +49,6 @@ __all__ = [
     "require_cosmos3_keys",
     "sdpa_attention",
     "shard_files",
-    "stack_boundary",
     "tensor_shapes",
     "tokenizer_folder",
     "unpatchify",

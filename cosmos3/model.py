@@ -2,8 +2,7 @@
 
 A call runs three steps: :meth:`Cosmos3Transformer.prepare` (patchify, ``proj_in``, time embedding, rotary
 tables), :meth:`Cosmos3Transformer.run_gen_stack` (every layer's generator pathway over cached text keys/values;
-returns hidden states before ``norm_moe_gen``, or after it when ``transformer_options[STACK_BOUNDARY_KEY]`` is
-``"after_norm"``) and :meth:`Cosmos3Transformer.finish` (``norm_moe_gen`` unless the stack applied it,
+returns hidden states before ``norm_moe_gen``) and :meth:`Cosmos3Transformer.finish` (``norm_moe_gen``,
 ``proj_out``, unpatchify, zero velocity on conditioned frames). A step cache wraps ``run_gen_stack`` through
 :meth:`Cosmos3Transformer.call_gen_stack`, which a host may override to add its own wrapper mechanism.
 """
@@ -24,21 +23,6 @@ from .ops import TorchOps, norm_class, precise_dtype, sdpa_attention
 from .rope import rope_cos_sin, text_positions, vision_positions
 from .sound import add_sound_modules, check_sound_latent, embed_sound, sound_positions, sound_velocity, split_sound
 from .text_kv import TEXT_KV_CACHE_KEY, TextKV, TextKVCache
-
-STACK_BOUNDARY_KEY = "cosmos3_stack_boundary"
-"""``transformer_options`` key choosing where the generator stack seam ends: ``"before_norm"`` (default: the
-last layer's output) or ``"after_norm"`` (``norm_moe_gen`` applied inside the stack). The velocity is the same
-either way; a step cache sees, and extrapolates, the residual at the chosen boundary."""
-STACK_BOUNDARIES = ("before_norm", "after_norm")
-
-
-def stack_boundary(transformer_options: dict | None) -> str:
-    """The stack boundary a call's ``transformer_options`` ask for, validated (default ``"before_norm"``)."""
-    boundary = (transformer_options or {}).get(STACK_BOUNDARY_KEY, "before_norm")
-    if boundary not in STACK_BOUNDARIES:
-        raise ValueError(f"transformer_options[{STACK_BOUNDARY_KEY!r}] must be one of {STACK_BOUNDARIES}, got {boundary!r}")
-    return boundary
-
 
 @dataclass(frozen=True)
 class HostValues:
@@ -77,7 +61,6 @@ class GenStackInputs:
     grid: tuple[int, int, int]  # patch grid (T, H/2, W/2)
     frame_is_clean: torch.Tensor  # [B, T] bool: conditioned frames (no time embedding, zero velocity)
     transformer_options: dict = field(default_factory=dict)
-    boundary: str = "before_norm"  # where the stack seam ends (see STACK_BOUNDARY_KEY)
     host: HostValues | None = None  # sigma and token ids on the host (read once per call)
     sound_frames: int = 0  # sound tokens at the end of the generator sequence (0: video only)
 
@@ -193,7 +176,7 @@ class Cosmos3Transformer(nn.Module):
             positions = torch.cat((positions, audio), dim=2)
         cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
         options = transformer_options or {}
-        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, stack_boundary(options), host,
+        inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, host,
                                 sound_frames=sound_frames)
         return inputs, hidden
 
@@ -203,8 +186,7 @@ class Cosmos3Transformer(nn.Module):
         return self.run_gen_stack(hidden, inputs)
 
     def run_gen_stack(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
-        """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``, or after
-        it when ``inputs.boundary`` is ``"after_norm"``."""
+        """All layers' generator pathway; returns the generator hidden states before ``norm_moe_gen``."""
         options = inputs.transformer_options
         host_ids = inputs.host.token_ids if inputs.host is not None else None
         text = self.text_kv(inputs.token_ids, hidden.dtype, options, host_ids)
@@ -220,7 +202,7 @@ class Cosmos3Transformer(nn.Module):
                 args = {"img": hidden, "txt": (k, v), "text_lengths": text.lengths, "pe": (inputs.cos, inputs.sin),
                         "transformer_options": options}
                 hidden = patch(args, {"original_block": functools.partial(self._original_layer, layer)})["img"]
-        return self.norm_moe_gen(hidden) if inputs.boundary == "after_norm" else hidden
+        return hidden
 
     def _original_layer(self, layer: Cosmos3Layer, args: dict) -> dict:
         """One layer's generator pathway on a block-replace patch's ``args`` (see :data:`LAYER_PATCH_KIND`)."""
@@ -265,10 +247,9 @@ class Cosmos3Transformer(nn.Module):
 
     # ---------------------------------------------------------------- step 3
     def finish(self, hidden: torch.Tensor, inputs: GenStackInputs) -> torch.Tensor:
-        """Velocity from the stack output: final norm (unless the stack applied it), projection, unpatchify,
-        zero on conditioned frames; with sound tokens, the pair (video velocity, sound velocity)."""
-        hidden = hidden if inputs.boundary == "after_norm" else self.norm_moe_gen(hidden)
-        hidden, sound_hidden = split_sound(hidden, inputs.sound_frames)
+        """Velocity from the stack output: final norm, projection, unpatchify, zero on conditioned frames; with
+        sound tokens, the pair (video velocity, sound velocity)."""
+        hidden, sound_hidden = split_sound(self.norm_moe_gen(hidden), inputs.sound_frames)
         out = self.proj_out(hidden)
         _, _, _, hgt, wid = inputs.latent.shape
         v = unpatchify(out, inputs.grid, self.config.latent_patch_size, self.config.latent_channel, (hgt, wid))

@@ -19,6 +19,7 @@ from .seams import WRAPPER_KEY, remove_seacache, select_seam
 from .seams.sampling import flow_scale_and_sigma
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
+GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
 
 
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
@@ -59,8 +60,8 @@ class SeaCacheApply(io.ComfyNode):
             "through the whole diffusion-model call, any other flow-matching or epsilon/v-prediction MODEL.",
             inputs=[
                 io.Model.Input("model", tooltip="A diffusion MODEL: Cosmos3 (this pack or ComfyUI-Cosmos3), Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image or any other flow/eps/v model. The Stats node names where the residual was taken."),
-                io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this; higher = faster, 0 = never reuse (exact). Default 0.25 for video and image models alike: the published Cosmos3 recipe (35 steps); the distance is measured on the latent in the flow convention for every model, so the scale carries over. For few-step or distilled schedules lower it (each step then changes the latent more)."),
-                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear (vLLM-Omni's), 2 = quadratic (one more stored residual). auto = 2 for Cosmos3 (half the error of 1 on the pack's trained proxy at the same speed), 1 for other models (not measured)."),
+                io.Float.Input("threshold", default=0.13, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this; higher = faster, 0 = never reuse (exact). Default 0.13 for the default gate (sea same-sigma): on the pack's natural-photo proxy it makes as many full calls as 0.25 (the published Cosmos3 recipe, 1.8x) with gate sea. Video and image models alike: on that proxy stills and videos run at the same speed and error per threshold. For few-step or distilled schedules lower it."),
+                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear (vLLM-Omni's), 2 = quadratic (one more stored residual). auto = 2 for Cosmos3 (0.33-0.67x the error of 1 on both trained proxies at the same speed), 1 for other models (not measured)."),
                 io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row (0 = never reuse, -1 = no cap)."),
                 io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed."),
                 io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed."),
@@ -68,13 +69,14 @@ class SeaCacheApply(io.ComfyNode):
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Reuse allowed up to this fraction of the steps."),
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Power-law exponent of the SEA prior of clean content: auto = 3 for video latents (time, height and width filtered: Wan, HunyuanVideo, LTX-Video, Cosmos3), 2 for images (height and width: Flux, Qwen-Image, or a one-frame video latent)."),
                 io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the residual history lives; cpu saves GPU memory at a small transfer cost."),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", tooltip="sea same-sigma filters both latents at the current noise level, so the filter's own change near sigma 1 does not count as content change; at equal speed it had 0.1-0.8x the error of sea on both trained proxies at shifts 5 and 10 (docs/quality.md). sea = the paper's gate (use threshold 0.25 with it)."),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
-    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage):
+    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate):
         validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
@@ -84,6 +86,7 @@ class SeaCacheApply(io.ComfyNode):
             end_steps=end_steps,
             power=POWER_CHOICES[filter_exponent],
             residual_device="cpu" if residual_storage == "cpu" else "compute",
+            gate=GATE_CHOICES[gate],
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))

@@ -51,7 +51,7 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) ->
 
 def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:
     """The same job without ComfyUI: plain-torch model, Euler flow sampler with CFG, a SeaCacheSession."""
-    from cosmos3 import (STACK_BOUNDARY_KEY, TEXT_KV_CACHE_KEY, Cosmos3Transformer, TextKVCache, load_weights, read_config,
+    from cosmos3 import (TEXT_KV_CACHE_KEY, Cosmos3Transformer, TextKVCache, load_weights, read_config,
                          reference_sigmas, shard_files)
     from cosmos3.tokenizer import Cosmos3Tokenizer
     from seacache_core import SeaCacheConfig, SeaCacheSession
@@ -75,7 +75,6 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float,
         model.call_gen_stack = SeaCachedCosmos3(model, session)
         if session is not None:
             session.set_schedule(sigmas)
-            options[STACK_BOUNDARY_KEY] = session.gate.config.residual_boundary  # where the cached stack ends
         with torch.no_grad():
             for i in range(steps):
                 v = model(x.expand(2, -1, -1, -1, -1), sigmas[i].expand(2), tokens, fps=24.0, transformer_options=options)

@@ -1,21 +1,22 @@
-"""Train the quality proxy: a small model of this pack's Cosmos3 architecture on synthetic latent videos.
+"""Train a quality proxy: a small model of this pack's Cosmos3 architecture on latent videos of one data source.
 
 No trained Cosmos3 weights can run here, and random weights say nothing about quality, so SeaCache's effect on
-a video is measured on this proxy instead: ``cosmos3.Cosmos3Transformer`` itself (text pathway, generator
-stack, ``norm_moe_gen``, patching, mRoPE) at a tiny size, trained by flow matching on a deterministic synthetic
-dataset of latent videos whose content the prompt decides (which object, its colour and its direction of
-motion) over smooth, slowly drifting backgrounds. It is *not* Cosmos3-Nano: its numbers show how the cache
-options compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
+a video is measured on proxies instead: ``cosmos3.Cosmos3Transformer`` itself (text pathway, generator stack,
+``norm_moe_gen``, patching, mRoPE) at a tiny size, trained by flow matching on one of two deterministic data
+sources (``--data``): ``synthetic``, latent videos whose content the prompt decides (which object, its colour
+and its direction of motion) over smooth, slowly drifting backgrounds; ``natural``, camera pans and zooms over
+real photographs (``proxy_natural``). They are *not* Cosmos3-Nano: their numbers show how the cache options
+compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
 
-The script trains, checks that samples are data-like (nearest-neighbour distance to held-out data against
-real and noise baselines, and a linear probe's class accuracy on generated samples) and writes the weights
-(bf16 safetensors, 0.37 MB) with a JSON card of the seed, command and validity numbers:
+The script trains, checks that samples are data-like (each source's validity report and bar) and writes the
+weights (bf16 safetensors) with a JSON card of the seed, command and validity numbers:
 
-    nice -n 10 python scripts/train_proxy.py --steps 600 --stop-after 600 --batch 8 --lr 0.002 --seed 0 --threads 1
-    # 13 min on a busy 2-core CPU; writes benchmarks/proxy/
+    python scripts/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
+    python scripts/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
+    # 11 min (idle) and 18 min (busy 2-core CPU); write benchmarks/proxy/ and benchmarks/proxy_natural/
 
-The module is also the proxy's library: dataset, config, prompts, sampler and validity check are imported by
-``benchmarks/bench_quality.py`` and the tests.
+The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
+imported by ``benchmarks/bench_quality.py`` and the tests.
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for _path in (ROOT, os.path.dirname(os.path.abspath(__file__))):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import proxy_natural as natural  # noqa: E402
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, reference_sigmas  # noqa: E402
 
 PROXY_DIR = os.path.join(ROOT, "benchmarks", "proxy")
@@ -79,11 +84,6 @@ def prompt_tokens(label: int | None) -> list[int]:
     return [TOKEN[w] for w in words]
 
 
-def token_batch(labels) -> torch.Tensor:
-    """[B, PROMPT_LENGTH] token ids for a list of labels (None = the empty prompt used for CFG)."""
-    return torch.tensor([prompt_tokens(label) for label in labels], dtype=torch.long)
-
-
 # ----------------------------------------------------------------------------------------------- dataset
 def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Synthetic latent videos [B, C, T, H, W] for class ``labels``, drawn with ``generator`` (deterministic).
@@ -126,48 +126,105 @@ def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tenso
 
 
 def make_dataset(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
-    generator = torch.Generator().manual_seed(seed)
-    labels = torch.arange(count) % len(CLASSES)
-    labels = labels[torch.randperm(count, generator=generator)]
-    return make_videos(labels, generator), labels
+    """``count`` synthetic videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
+    return SYNTHETIC.dataset(count, seed)
 
 
 TRAIN_SEED, HELDOUT_SEED, REFERENCE_SEED, PROBE_SEED = 1000, 2000, 3000, 4000
 
 
+@dataclass(frozen=True)
+class ProxyData:
+    """One proxy's data source: what the trainer, the sampler and the benchmark need to know of it.
+
+    ``make_videos(labels, generator, frames)`` draws latent videos of class ``labels`` ([B] ints);
+    ``prompt_tokens(label, frames)`` gives a class's prompt (None: the empty prompt); ``image_every`` > 0 makes
+    every n-th training batch single-frame stills (the proxy then also serves as an image model)."""
+
+    name: str
+    folder: str
+    config: Callable[[], Cosmos3Config]
+    latent_shape: tuple[int, int, int, int]
+    classes: int
+    make_videos: Callable[..., torch.Tensor]
+    prompt_tokens: Callable[..., list[int]]
+    cfg: float
+    image_every: int = 0
+
+    def token_batch(self, labels, frames: int | None = None) -> torch.Tensor:
+        """[B, L] token ids for a list of labels (None = the empty prompt used for CFG)."""
+        frames = self.latent_shape[1] if frames is None else frames
+        return torch.tensor([self.prompt_tokens(label, frames) for label in labels], dtype=torch.long)
+
+    def videos(self, labels: torch.Tensor, generator: torch.Generator, frames: int | None = None) -> torch.Tensor:
+        """Latent videos [B, C, T, H, W] of class ``labels`` (``frames`` None: the source's own length)."""
+        frames = self.latent_shape[1] if frames is None else frames
+        return self.make_videos(labels, generator, frames)
+
+    def dataset(self, count: int, seed: int, frames: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
+        generator = torch.Generator().manual_seed(seed)
+        labels = torch.arange(count) % self.classes
+        labels = labels[torch.randperm(count, generator=generator)]
+        return self.videos(labels, generator, frames), labels
+
+
+def natural_config() -> Cosmos3Config:
+    """The natural proxy's architecture: Cosmos3 with hidden 64, 3 layers, 4 query / 2 key-value heads of 16."""
+    return Cosmos3Config(
+        hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=192, vocab_size=len(natural.WORDS), latent_channel=natural.CHANNELS,
+        patch_latent_dim=natural.CHANNELS * 4, rope_theta=100.0, rope_axes_dim=(2, 3, 3),
+    )
+
+
+SYNTHETIC = ProxyData(
+    "synthetic", PROXY_DIR, proxy_config, LATENT_SHAPE, len(CLASSES),
+    lambda labels, generator, frames: make_videos(labels, generator), lambda label, frames: prompt_tokens(label), CFG,
+)
+NATURAL = ProxyData(
+    "natural", os.path.join(ROOT, "benchmarks", "proxy_natural"), natural_config, natural.LATENT_SHAPE,
+    len(natural.CLASSES), natural.make_videos, natural.prompt_tokens, natural.CFG, image_every=4,
+)
+SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL)}
+
+
 # ----------------------------------------------------------------------------------------------- sampling
-def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32) -> Cosmos3Transformer:
-    """The trained proxy from ``folder`` (bf16 weights on disk, run in ``dtype``, eval mode)."""
+def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32, data: ProxyData = SYNTHETIC) -> Cosmos3Transformer:
+    """The trained proxy of ``data`` from ``folder`` (bf16 weights on disk, run in ``dtype``, eval mode)."""
     from safetensors.torch import load_file
 
     path = os.path.join(folder, WEIGHTS_NAME)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"proxy weights not found at {path}; run scripts/train_proxy.py to make them")
-    model = Cosmos3Transformer(proxy_config())
+    model = Cosmos3Transformer(data.config())
     state = {k: v.to(dtype) for k, v in load_file(path).items()}
     model.load_state_dict(state, strict=True)
     return model.to(dtype).eval()
 
 
-def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cfg: float = CFG,
-           first_frame: torch.Tensor | None = None, stack=None, boundary: str = "before_norm") -> torch.Tensor:
+def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cfg: float | None = None,
+           first_frame: torch.Tensor | None = None, stack=None, data: ProxyData = SYNTHETIC,
+           frames: int | None = None) -> torch.Tensor:
     """One video [1, C, T, H, W] of class ``label`` by the flow Euler sampler with CFG (cond and uncond in one
-    call), from noise seeded by ``seed``. ``first_frame`` [1, C, 1, H, W] makes it image-to-video (frame 0 kept
-    clean). ``stack`` replaces the model's stack seam for this run (a SeaCache host), None runs it plainly;
-    ``boundary`` is where that seam ends (``cosmos3.STACK_BOUNDARY_KEY``)."""
-    noise = torch.randn(1, *LATENT_SHAPE, generator=torch.Generator().manual_seed(seed))
+    call; ``cfg`` None: the source's), from noise seeded by ``seed``. ``first_frame`` [1, C, 1, H, W] makes it
+    image-to-video (frame 0 kept clean); ``frames=1`` makes a still image. ``stack`` replaces the model's stack
+    seam for this run (a SeaCache host), None runs it plainly."""
+    c, t, h, w = data.latent_shape
+    t = t if frames is None else frames
+    cfg = data.cfg if cfg is None else cfg
+    noise = torch.randn(1, c, t, h, w, generator=torch.Generator().manual_seed(seed))
     sigmas = reference_sigmas(steps, shift)
-    tokens = token_batch([label, None])
+    tokens = data.token_batch([label, None], t)
     cond_latent = cond_mask = None
     if first_frame is not None:
-        cond_latent = torch.zeros(1, *LATENT_SHAPE)
+        cond_latent = torch.zeros(1, c, t, h, w)
         cond_latent[:, :, :1] = first_frame
-        cond_mask = torch.zeros(1, LATENT_SHAPE[1])
+        cond_mask = torch.zeros(1, t)
         cond_mask[:, 0] = 1
-    from cosmos3 import STACK_BOUNDARY_KEY, TEXT_KV_CACHE_KEY, TextKVCache
+    from cosmos3 import TEXT_KV_CACHE_KEY, TextKVCache
 
-    options = {TEXT_KV_CACHE_KEY: TextKVCache(), STACK_BOUNDARY_KEY: boundary}
+    options = {TEXT_KV_CACHE_KEY: TextKVCache()}
     if stack is not None:
         model.call_gen_stack = stack
     x = noise
@@ -215,8 +272,7 @@ def train_probe(videos: torch.Tensor, labels: torch.Tensor, epochs: int = 150) -
 
 def nearest_distance(videos: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     """RMS distance from each video to its nearest neighbour in ``reference``. [N]"""
-    d = torch.cdist(videos.flatten(1), reference.flatten(1))
-    return d.min(dim=1).values / math.sqrt(videos[0].numel())
+    return natural.nearest(videos, reference)[0]
 
 
 def validity(model, labels: list[int] | None = None, steps: int = 35, shift: float = 3.0, cfg: float = CFG) -> dict:
@@ -271,6 +327,10 @@ def is_valid(report: dict) -> bool:
     return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
 
 
+VALIDITY = {"synthetic": validity, "natural": natural.validity}
+VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid}
+
+
 # ----------------------------------------------------------------------------------------------- training
 def train_sigmas(batch: int, generator: torch.Generator) -> torch.Tensor:
     """Training noise levels: half uniform, half shifted by 3 towards high noise (as the samplers use)."""
@@ -279,37 +339,48 @@ def train_sigmas(batch: int, generator: torch.Generator) -> torch.Tensor:
     return torch.where(torch.arange(batch) % 2 == 0, u, shifted).clamp(1e-3, 1 - 1e-3)
 
 
-def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None = None, log_every: int = 50):
+def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None = None, log_every: int = 50,
+          data: ProxyData = SYNTHETIC, checkpoint: Callable[[Cosmos3Transformer, int], None] | None = None,
+          checkpoint_every: int = 200):
     """Flow-matching training (velocity target noise - data) over a schedule of ``steps`` steps, with 10 %
-    empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there); fresh synthetic
-    videos every step, deterministic from ``seed``. Stops early after ``stop_after`` steps, or at the step
-    where SIGUSR1 arrives (then ``--stop-after`` with the printed count reproduces the run). Returns the EMA
-    weights' model and the number of steps run."""
+    empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there); fresh videos of
+    ``data`` every step (every ``data.image_every``-th batch single-frame stills), deterministic from ``seed``.
+    Stops early after ``stop_after`` steps, or at the step where SIGUSR1 arrives (then ``--stop-after`` with
+    the printed count reproduces the run). ``checkpoint(ema_model, step)`` is called every ``checkpoint_every``
+    steps. Returns the EMA weights' model and the number of steps run."""
     stop = {"now": False}
     signal.signal(signal.SIGUSR1, lambda *_: stop.update(now=True))
     torch.manual_seed(seed)
-    model = Cosmos3Transformer(proxy_config())
+    model = Cosmos3Transformer(data.config())
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.99))
     generator = torch.Generator().manual_seed(TRAIN_SEED + seed)
     start, step, ema_loss = time.time(), 0, None
     ema = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    channels, _, height, width = data.latent_shape
+
+    def ema_model():
+        copy = Cosmos3Transformer(data.config())
+        copy.load_state_dict(ema)
+        return copy.eval()
+
     while step < min(steps, stop_after or steps) and not stop["now"]:
         progress = step / steps
         for group in opt.param_groups:  # warm-up, then cosine decay over the steps
             group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-        labels = torch.randint(0, len(CLASSES), (batch,), generator=generator)
-        x0 = make_videos(labels, generator)
+        frames = 1 if data.image_every and step % data.image_every == data.image_every - 1 else data.latent_shape[1]
+        labels = torch.randint(0, data.classes, (batch,), generator=generator)
+        x0 = data.videos(labels, generator, frames)
         eps = torch.randn(x0.shape, generator=generator)
         sigma = train_sigmas(batch, generator)
         xt = (1 - sigma.view(-1, 1, 1, 1, 1)) * x0 + sigma.view(-1, 1, 1, 1, 1) * eps
         drop = torch.rand(batch, generator=generator) < 0.1
-        tokens = token_batch([None if d else int(k) for d, k in zip(drop.tolist(), labels.tolist())])
-        i2v = torch.rand(batch, generator=generator) < 0.3
-        cond_mask = torch.zeros(batch, LATENT_SHAPE[1])
+        tokens = data.token_batch([None if d else int(k) for d, k in zip(drop.tolist(), labels.tolist())], frames)
+        i2v = (torch.rand(batch, generator=generator) < 0.3) & (frames > 1)
+        cond_mask = torch.zeros(batch, frames)
         cond_mask[:, 0] = i2v.float()
         v = model(xt, sigma, tokens, fps=FPS, cond_latent=x0, cond_mask=cond_mask)
         weight = 1.0 - cond_mask[:, None, :, None, None]
-        loss = (((v - (eps - x0)) ** 2) * weight).sum() / (weight.sum() * LATENT_SHAPE[0] * LATENT_SHAPE[2] * LATENT_SHAPE[3])
+        loss = (((v - (eps - x0)) ** 2) * weight).sum() / (weight.sum() * channels * height * width)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -323,8 +394,9 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
         step += 1
         if step % log_every == 0:
             print(f"step {step:5d}  {time.time() - start:6.0f} s  loss {ema_loss:.4f}  lr {opt.param_groups[0]['lr']:.2e}", flush=True)
-    model.load_state_dict(ema)
-    return model.eval(), step
+        if checkpoint is not None and step % checkpoint_every == 0:
+            checkpoint(ema_model(), step)
+    return ema_model(), step
 
 
 def save_proxy(model, folder: str, card: dict) -> None:
@@ -339,33 +411,53 @@ def save_proxy(model, folder: str, card: dict) -> None:
         f.write("\n")
 
 
+def write_card(model, data: ProxyData, folder: str, steps: int, args) -> dict:
+    """Check the validity of ``model`` as stored (bf16 round trip) and write its weights and card to ``folder``."""
+    save_proxy(model, folder, {})
+    report = VALIDITY[data.name](load_proxy(folder, data=data))
+    print("validity:", json.dumps(report))
+    check = VALID_BAR[data.name]
+    card = {
+        "what": f"SeaCache quality proxy: cosmos3.Cosmos3Transformer trained on {data.name} latent videos (not Cosmos3-Nano)",
+        "data": data.name,
+        "config": {k: v for k, v in data.config().to_dict().items()},
+        "latent_shape": data.latent_shape,
+        "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
+        "command": f"python scripts/train_proxy.py --data {data.name} --steps {args.steps} --stop-after {steps} "
+                   f"--batch {args.batch} --lr {args.lr} --seed {args.seed} --threads {args.threads}",
+        "cfg": data.cfg, "validity": report, "valid": check(report),
+    }
+    if data.name == "synthetic":
+        card["data_like"] = is_data_like(report)
+    save_proxy(model, folder, card)
+    print("valid" if card["valid"] else "NOT valid", f"({steps} steps) -> {folder}")
+    return card
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=PROXY_DIR, help="folder for proxy.safetensors and proxy.json")
+    parser.add_argument("--data", choices=sorted(SOURCES), default="synthetic", help="the proxy's data source")
+    parser.add_argument("--out", default=None, help="folder for proxy.safetensors and proxy.json (default: the source's)")
     parser.add_argument("--steps", type=int, default=600, help="training steps (the learning-rate schedule spans them)")
     parser.add_argument("--stop-after", type=int, default=None, help="stop after this many steps of the schedule")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--checkpoint-every", type=int, default=200, help="save the EMA weights every n steps")
+    parser.add_argument("--validate-only", type=int, default=None, metavar="STEPS",
+                        help="no training: check the weights in --out (trained for STEPS steps) and rewrite the card")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, steps = train(args.steps, args.batch, args.lr, args.seed, args.stop_after)
-    # validity of the weights as stored (bf16 round trip)
-    save_proxy(model, args.out, {})
-    report = validity(load_proxy(args.out))
-    print("validity:", json.dumps(report))
-    card = {
-        "what": "SeaCache quality proxy: cosmos3.Cosmos3Transformer trained on synthetic latent videos (not Cosmos3-Nano)",
-        "config": {k: v for k, v in proxy_config().to_dict().items()},
-        "latent_shape": LATENT_SHAPE,
-        "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
-        "command": f"python scripts/train_proxy.py --steps {args.steps} --stop-after {steps} --batch {args.batch} "
-                   f"--lr {args.lr} --seed {args.seed} --threads {args.threads}",
-        "cfg": CFG, "validity": report, "data_like": is_data_like(report), "valid": is_valid(report),
-    }
-    save_proxy(model, args.out, card)
-    print("valid" if card["valid"] else "NOT valid", f"({steps} steps) -> {args.out}")
+    data = SOURCES[args.data]
+    folder = args.out or data.folder
+    if args.validate_only is not None:
+        write_card(load_proxy(folder, data=data), data, folder, args.validate_only, args)
+        return
+    checkpoint = lambda model, step: save_proxy(model, folder, {"checkpoint_step": step})  # noqa: E731
+    model, steps = train(args.steps, args.batch, args.lr, args.seed, args.stop_after, data=data,
+                         checkpoint=checkpoint, checkpoint_every=args.checkpoint_every)
+    write_card(model, data, folder, steps, args)
 
 
 if __name__ == "__main__":

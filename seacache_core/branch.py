@@ -21,7 +21,8 @@ RESET = "reset"  # a non-adjacent step, or sigma went up (a new run)
 class BranchState:
     """What the gate remembers of one branch (cond, uncond, or a batch entry with its own conditioning).
 
-    `indicator` is the float32 SEA-filtered latent of the branch's items at `last_step`; `indicator_dtype` is
+    `indicator` is the float32 view the gate's indicator keeps of the branch's items at `last_step` (the SEA-filtered
+    latent, or the raw latent for the same-sigma gate; `seacache_core.indicator`); `indicator_dtype` is
     the dtype of the latent it came from (a dtype change makes the distance +inf).
     """
 

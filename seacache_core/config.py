@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .indicator import GATES
+
 RESIDUAL_DEVICES = ("compute", "cpu")
-RESIDUAL_BOUNDARIES = ("before_norm", "after_norm")
-INDICATOR_FILTERS = ("sea", "none")
 
 
 def _is_int(value) -> bool:
@@ -46,13 +46,11 @@ class SeaCacheConfig:
         residual_device (`str`, defaults to `"compute"`):
             Where the residual history lives: `"compute"` keeps it on the device of the stack,
             `"cpu"` offloads it to CPU memory and moves it back when a residual is predicted.
-        residual_boundary (`str`, defaults to `"before_norm"`):
-            Where the host cuts the cached stack: `"before_norm"` takes the residual of the transformer blocks
-            alone (vLLM-Omni's SeaCache), `"after_norm"` includes the final norm of the stack (Cosmos3's
-            `norm_moe_gen`; diffusers' boundary). Read by the host that wraps the model, not by the gate.
-        indicator_filter (`str`, defaults to `"sea"`):
-            What the gate compares between steps: `"sea"` the SEA-filtered latent (SeaCache), `"none"` the raw
-            noisy latent (an unfiltered gate, for comparison).
+        gate (`str`, defaults to `"sea"`):
+            What the gate accumulates: `"sea"` the paper's distance between consecutive latents, each
+            SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
+            current step's sigma, which leaves out the filter's own change along the schedule (see
+            `seacache_core.indicator`).
     """
 
     threshold: float = 0.25
@@ -62,8 +60,7 @@ class SeaCacheConfig:
     end_steps: int = 1
     power: float | None = None
     residual_device: str = "compute"
-    residual_boundary: str = "before_norm"
-    indicator_filter: str = "sea"
+    gate: str = "sea"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -88,10 +85,8 @@ class SeaCacheConfig:
             raise ValueError(f"power must be None (auto) or a finite number > 0, got {self.power!r}")
         if self.residual_device not in RESIDUAL_DEVICES:
             raise ValueError(f"residual_device must be one of {RESIDUAL_DEVICES}, got {self.residual_device!r}")
-        if self.residual_boundary not in RESIDUAL_BOUNDARIES:
-            raise ValueError(f"residual_boundary must be one of {RESIDUAL_BOUNDARIES}, got {self.residual_boundary!r}")
-        if self.indicator_filter not in INDICATOR_FILTERS:
-            raise ValueError(f"indicator_filter must be one of {INDICATOR_FILTERS}, got {self.indicator_filter!r}")
+        if self.gate not in GATES:
+            raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
 
     def resolve_power(self, frames: int) -> float:
         """Filter exponent for a latent of `frames` frames: the configured one, else 3 (video) or 2 (image)."""

@@ -9,8 +9,8 @@ import torch
 
 from .branch import NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason, relation
 from .config import SeaCacheConfig
-from .distance import item_distances
 from .extrapolate import ResidualHistory
+from .indicator import make_indicator
 from .sea_filter import GainCache, sea_filter_float32
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
@@ -83,6 +83,7 @@ class SeaCacheGate:
     def __init__(self, config: SeaCacheConfig | None = None) -> None:
         self.config = config if config is not None else SeaCacheConfig()
         self.gains = GainCache()
+        self.indicator = make_indicator(self.config.gate)
         self._states: dict[Hashable, BranchState] = {}
         self._stats = RunStats()
         self._in_flight: list[Decision] = []
@@ -96,21 +97,24 @@ class SeaCacheGate:
         """The state of one branch (for inspection and tests), None if the branch has not been seen."""
         return self._states.get(key)
 
-    def _indicator(self, latent: torch.Tensor, sigma: float) -> torch.Tensor:
+    def _sea_filter(self, latent: torch.Tensor, sigma: float):
+        """The SEA filter of this step for latents shaped like ``latent``, as a callable (float32 out)."""
         if latent.ndim == 5:
             frames, dims = latent.shape[2], (-3, -2, -1)
         elif latent.ndim == 4:
             frames, dims = 1, (-2, -1)
         else:
             raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
-        if self.config.indicator_filter == "none":
-            return latent.detach().to(torch.float32, copy=True)  # a copy: the host may reuse its buffer
         power = self.config.resolve_power(frames)
-        with torch.no_grad():
-            return sea_filter_float32(latent, sigma, power, dims, self.gains)
+
+        def sea_filter(x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                return sea_filter_float32(x, sigma, power, dims, self.gains)
+
+        return sea_filter
 
     def _distances(
-        self, keys: list[Hashable], indicators: dict[Hashable, torch.Tensor], dtype: torch.dtype
+        self, keys: list[Hashable], indicators: dict[Hashable, torch.Tensor], dtype: torch.dtype, sea_filter
     ) -> dict[Hashable, float]:
         """Distance of each branch in `keys` to its previous indicator, synced to the host in one transfer."""
         distances: dict[Hashable, float] = {}
@@ -120,7 +124,7 @@ class SeaCacheGate:
             if state.indicator_dtype != dtype:
                 distances[key] = float("inf")
             else:
-                pending[key] = item_distances(indicators[key], state.indicator).mean()
+                pending[key] = self.indicator.distances(indicators[key], state.indicator, sea_filter).mean()
         if pending:
             distances.update(zip(pending, torch.stack(list(pending.values())).tolist()))
         return distances
@@ -137,9 +141,10 @@ class SeaCacheGate:
     ) -> list[BranchPlan]:
         """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
         relations = {key: relation(self._states.get(key), step, sigma) for key in groups}
-        filtered = self._indicator(latent, filter_sigma)
-        indicators = {key: _select(filtered, items) for key, items in groups.items()}
-        distances = self._distances([key for key in groups if relations[key] == NEXT], indicators, latent.dtype)
+        sea_filter = self._sea_filter(latent, filter_sigma)
+        observed = self.indicator.observe(latent, sea_filter)
+        indicators = {key: _select(observed, items) for key, items in groups.items()}
+        distances = self._distances([key for key in groups if relations[key] == NEXT], indicators, latent.dtype, sea_filter)
         plans = []
         for key, items in groups.items():
             if relations[key] == REPEAT:

@@ -10,7 +10,8 @@ import torch
 import tiny_comfy_models
 
 APPLY_DEFAULTS = dict(threshold=0.25, residual_order="1", max_consecutive=2, warmup_steps=1, end_steps=1,
-                      start_percent=0.0, end_percent=1.0, filter_exponent="auto", residual_storage="compute device")
+                      start_percent=0.0, end_percent=1.0, filter_exponent="auto", residual_storage="compute device",
+                      gate="sea")
 
 
 def seacache(ns, model, node_id="7", **overrides):

@@ -15,7 +15,8 @@ from tiny_checkpoint import make_tiny_checkpoint
 SIZE = dict(width=64, height=64, length=9)
 TEXT_DEFAULTS = dict(fps=24.0, resolution_template=True, duration_template=True, use_system_prompt=True, system_prompt="")
 APPLY_DEFAULTS = dict(threshold=0.25, residual_order="1", max_consecutive=2, warmup_steps=1, end_steps=1,
-                      start_percent=0.0, end_percent=1.0, filter_exponent="auto", residual_storage="compute device")
+                      start_percent=0.0, end_percent=1.0, filter_exponent="auto", residual_storage="compute device",
+                      gate="sea")
 
 
 @dataclass

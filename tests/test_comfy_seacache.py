@@ -216,3 +216,15 @@ def test_auto_residual_order_is_two_on_cosmos3(tiny):
     auto = tiny.seacache(residual_order="auto")
     assert order(auto) == 2 and order(tiny.seacache(residual_order="1")) == 1
     assert torch.equal(tiny.sample(auto, steps=STEPS), tiny.sample(tiny.seacache(residual_order="2"), steps=STEPS))
+
+
+def test_gate_input_selects_the_same_sigma_gate(tiny):
+    """gate = "sea same-sigma" reaches the run: its distances are below the paper's near sigma 1 (shift 10), and at
+    threshold 0 it is exact."""
+    paper, same = tiny.seacache(threshold=0.0), tiny.seacache(threshold=0.0, gate="sea same-sigma")
+    plain = tiny.sample(tiny.model, steps=STEPS)
+    assert torch.equal(tiny.sample(same, steps=STEPS), plain)
+    tiny.sample(paper, steps=STEPS)
+    first = lambda model: last_report(model)["records"][1]["distance"]  # noqa: E731
+    assert 0 < first(same) < first(paper)
+    assert last_report(same)["reused"] == 0

@@ -11,8 +11,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "scripts"), os.path.join(ROOT, "benchmarks")]
 
 import bench_quality  # noqa: E402
+import proxy_natural as natural  # noqa: E402
 import train_proxy as proxy  # noqa: E402
-from cosmos3 import STACK_BOUNDARY_KEY, Cosmos3Transformer  # noqa: E402
+from cosmos3 import Cosmos3Transformer  # noqa: E402
 from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter  # noqa: E402
 
 
@@ -52,28 +53,36 @@ def test_samples_pass_the_validity_bar(model):
     assert proxy.is_valid(report), report
 
 
-def test_boundary_changes_where_the_seam_ends_not_the_velocity(model):
-    x = torch.randn(2, *proxy.LATENT_SHAPE, generator=torch.Generator().manual_seed(0))
-    tokens, sigma = proxy.token_batch([3, None]), torch.tensor([0.7, 0.7])
-    seams = {}
+@pytest.fixture(scope="module")
+def natural_model():
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    return proxy.load_proxy(proxy.NATURAL.folder, data=proxy.NATURAL)
 
-    def recording(boundary):
-        def seam(hidden, inputs):
-            out = model.run_gen_stack(hidden, inputs)
-            seams[boundary] = out
-            return out
-        return seam
 
-    with torch.no_grad():
-        velocities = {}
-        for boundary in ("before_norm", "after_norm"):
-            model.call_gen_stack = recording(boundary)
-            velocities[boundary] = model(x, sigma, tokens, fps=24.0, transformer_options={STACK_BOUNDARY_KEY: boundary})
-        del model.call_gen_stack
-        torch.testing.assert_close(velocities["after_norm"], velocities["before_norm"], rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(seams["after_norm"], model.norm_moe_gen(seams["before_norm"]))
-        with pytest.raises(ValueError, match=STACK_BOUNDARY_KEY):
-            model(x, sigma, tokens, transformer_options={STACK_BOUNDARY_KEY: "middle"})
+def test_natural_data_is_photographs_in_motion():
+    """Deterministic latent videos of real photos with the spectrum of photographs, real camera motion, and a
+    prompt the content decides (photo by nearest neighbour, motion by ``motion_of``)."""
+    videos, labels = proxy.NATURAL.dataset(64, 5)
+    assert torch.equal(videos, proxy.NATURAL.dataset(64, 5)[0]) and videos.shape == (64, *natural.LATENT_SHAPE)
+    assert -2.7 <= natural.spectrum_slope(videos) <= -1.8  # synthetic data: about -3.3
+    motion = (videos[:, :, 1:] - videos[:, :, :-1]).pow(2).mean() / videos.var()
+    assert motion > 0.25  # frame-difference energy of camera motion over photos
+    assert (natural.motion_of(videos) == labels % len(natural.MOTIONS)).float().mean() > 0.9
+    stills = proxy.NATURAL.videos(torch.arange(8), torch.Generator().manual_seed(1), frames=1)
+    assert stills.shape == (8, *natural.LATENT_SHAPE[:1], 1, *natural.LATENT_SHAPE[2:])
+    assert natural.prompt_tokens(0, 1) != natural.prompt_tokens(0) != natural.prompt_tokens(1)
+
+
+def test_natural_proxy_passes_its_validity_bar(natural_model):
+    """Samples as close to real videos as held-out real ones (+0.2), with the data's spectrum slope (+-0.3), and
+    the prompted photo and motion recognised in at least half of them (chance 1/32); the same for stills."""
+    with open(os.path.join(proxy.NATURAL.folder, proxy.CARD_NAME)) as f:
+        card = __import__("json").load(f)
+    assert card["valid"] and card["data"] == "natural" and card["cfg"] == natural.CFG
+    report = natural.validity(natural_model, labels=list(range(0, len(natural.CLASSES), 2)))
+    assert report["real_prompt_accuracy"] > 0.9 and report["noise_nn_ratio"] > 1.5  # the metrics see the content
+    assert natural.is_valid(report), report
+    assert natural.is_valid(report, "image_"), report
 
 
 def test_unfiltered_gate_compares_raw_latents():
@@ -81,7 +90,9 @@ def test_unfiltered_gate_compares_raw_latents():
     b = a + 0.3 * torch.randn(a.shape, generator=torch.Generator().manual_seed(1))  # plus fine noise
     distances = {}
     for name in ("sea", "none"):
-        gate = SeaCacheGate(SeaCacheConfig(indicator_filter=name, threshold=100.0))
+        gate = SeaCacheGate(SeaCacheConfig(threshold=100.0))
+        if name == "none":
+            gate.indicator = bench_quality.UnfilteredIndicator()
         for step, latent in enumerate((a, b)):
             decision = gate.decide(["c"], latent, 0.5, step, 4)
             gate.commit(decision, torch.zeros(1, 1))
@@ -96,17 +107,29 @@ def test_even_steps_spread_the_full_calls():
     assert len(bench_quality.even_steps(35, 19)) == 19 and {0, 34} <= bench_quality.even_steps(35, 19)
 
 
-def test_bench_quality_quick_prints_the_table(capsys):
+def test_bench_quality_quick_prints_the_sweep(capsys):
     rows = bench_quality.main(["--quick"])
     printed = capsys.readouterr().out
-    names = {(v.section, v.name) for v in bench_quality.variants(quick=True)}
-    assert {(r["section"], r["variant"]) for r in rows} == names
+    sections = {"natural s10", "synthetic s10"}
+    assert {(r["section"], r["gate"], r["order"]) for r in rows} == {
+        (s, g, o) for s in sections for g in bench_quality.GATES for o in (1, 2)}
     table_lines = [line for line in printed.splitlines() if line.startswith("| ") and "---" not in line]
-    assert len(table_lines) == len(rows) + 1  # header + one line per row
-    shipped = {r["section"]: r for r in rows if r["variant"].startswith("shipped")}
+    assert len(table_lines) == 1 + len(rows) // 2  # header + one line per variant (two settings each)
     for r in rows:
         assert len(r["error"]) == len(r["full"]) == 2
         assert all(math.isfinite(e) and e >= 0 for e in r["error"])
-        assert all(2 <= f <= 16 for f in r["full"])
-        if r["variant"].startswith("evenly"):
-            assert r["full"] == shipped[r["section"]]["full"]  # matched count, pair by pair
+        assert all(2 <= f <= 8 for f in r["full"])
+        if r["gate"] == "even":
+            assert r["full"] == [int(r["setting"])] * 2  # evenly spaced runs exactly its count
+    for line in table_lines[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert math.isfinite(float(cells[4]))  # error at the target
+
+
+def test_paired_ratio_and_matched_interpolation():
+    g, lo, hi, lower = bench_quality.paired_ratio([1.0, 2.0, 4.0], [2.0, 4.0, 8.0])
+    assert (g, lo, hi, lower) == (pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.5), 3)
+    rows = [dict(section="x", gate="sea", order=1, setting=t, full=f, error=e)
+            for t, f, e in ((0.1, [12, 20], [0.01, 0.01]), (0.2, [8, 10], [0.04, 0.04]))]
+    errors = bench_quality.matched(rows, {"x": 18})  # target 10 full calls
+    assert errors[("x", "sea", 1)] == pytest.approx([0.02, 0.04])  # log-interpolated; clamped at the nearer run

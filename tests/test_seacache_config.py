@@ -9,7 +9,7 @@ def test_defaults():
     c = SeaCacheConfig()
     assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.25, 1, 2, 1, 1)
     assert c.power is None and c.residual_device == "compute"
-    assert (c.residual_boundary, c.indicator_filter) == ("before_norm", "sea")
+    assert c.gate == "sea"
     assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
 
 
@@ -29,8 +29,7 @@ def test_defaults():
         ("end_steps", -1),
         ("max_consecutive", -2),
         ("residual_device", "gpu"),
-        ("residual_boundary", "middle"),
-        ("indicator_filter", "gaussian"),
+        ("gate", "none"),
     ],
 )
 def test_invalid_raises_naming_parameter(name, value):
@@ -47,7 +46,6 @@ def test_validate_after_mutation():
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"max_consecutive": -1}, {"max_consecutive": 0},
                                     {"power": 2.5}, {"residual_device": "cpu"}, {"order": 0}, {"order": 2},
-                                    {"residual_boundary": "before_norm"}, {"residual_boundary": "after_norm"},
-                                    {"indicator_filter": "none"}])
+                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

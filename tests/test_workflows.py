@@ -36,7 +36,7 @@ FLUX = "flux_t2i_seacache.json"
 LTX2 = "ltx2_t2v_sound_seacache.json"
 ANYMODEL = [WAN, FLUX]
 ALL = WORKFLOWS + list(FAMILY) + [SOUND_T2V] + ANYMODEL + [LTX2]
-APPLY_DEFAULTS = [0.25, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device"]  # SeaCache Apply's documented defaults
+APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma"]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3EmptyAVLatent")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
@@ -109,7 +109,7 @@ def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
     assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
-    expected = APPLY_DEFAULTS[:-1] + ["cpu"] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
+    expected = APPLY_DEFAULTS[:-2] + ["cpu", APPLY_DEFAULTS[-1]] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
     assert apply["widgets_values"] == expected
 
 
@@ -419,9 +419,9 @@ def _check_run(session, workflow, result, messages, frames_expected=FRAMES, step
     # SeaCache Stats: the run's report, summary string and timeline image.
     _, summary, timeline = result.outputs[stats["id"]]
     report = result.ui[stats["id"]]["seacache"][0]
-    assert report["status"] == "completed" and report["steps"] == steps and report["threshold"] == 0.25
+    assert report["status"] == "completed" and report["steps"] == steps and report["threshold"] == APPLY_DEFAULTS[0]
     assert report["calls"] == len(report["records"]) == report["ran"] + report["reused"] >= steps
-    assert summary.startswith(f"SeaCache run completed over {steps} steps (threshold 0.25)")
+    assert summary.startswith(f"SeaCache run completed over {steps} steps (threshold {APPLY_DEFAULTS[0]:g})")
     assert f"{report['calls']} calls" in summary
     assert result.ui[only(workflow, "PreviewAny")["id"]]["text"][0] == summary
     assert timeline.ndim == 4 and timeline.shape[0] == 1 and timeline.shape[-1] == 3
