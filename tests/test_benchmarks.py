@@ -63,7 +63,8 @@ def test_bench_cosmos3_smoke():
 
 def test_bench_quality_quick():
     out = bench("bench_quality.py", "--quick")
-    assert "| section | variant | threshold | full calls | speedup | error |" in out
+    assert "| proxy, shift | gate | order | full calls of the two runs | error at 1.8x |" in out
+    assert "natural s10" in out and "synthetic s10" in out
 
 
 def test_gpu_check_smoke_writes_one_results_file(tmp_path):
