@@ -56,7 +56,7 @@ def test_equal_to_the_paper_at_one_sigma():
 
 def test_threshold_zero_never_reuses():
     gate = _run(SeaCacheConfig(threshold=0.0, max_consecutive=-1, **SAME), [_latents(1)[0]] * 10)
-    assert gate.stats.reused == 0 and gate.stats.full == 10
+    assert gate.stats.reused == 0 and gate.stats.ran == 10
     assert [r.reason for r in gate.stats.records[1:-1]] == ["threshold"] * 8
     assert all(r.distance == 0.0 for r in gate.stats.records[1:])
 
