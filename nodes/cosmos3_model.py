@@ -9,7 +9,6 @@ import torch
 import comfy.conds
 import comfy.latent_formats
 import comfy.model_base
-import comfy.model_management
 import comfy.ops
 import comfy.sampler_helpers
 import comfy.patcher_extension

@@ -55,6 +55,12 @@ def skip_layer_guidance(ns, model):
                          start_percent=0.0, end_percent=1.0)
 
 
+def skip_layer_guidance_simple(ns, model):
+    """Core SkipLayerGuidanceDiTSimple: the uncond pass with Wan's second block skipped, on every step."""
+    return with_defaults(ns, "SkipLayerGuidanceDiTSimple", model=model, double_layers="1", single_layers="",
+                         start_percent=0.0, end_percent=1.0)
+
+
 def context_windows(schedule: str):
     """Core WanContextWindowsManual with this schedule: windows of 5 latent frames (17 real) overlapping by 2."""
 
@@ -81,6 +87,7 @@ CASES = (
     Case("block-replace patch before SeaCache Apply", lambda ns, m, slot: slot(block_patch(ns, m))),
     Case("SkipLayerGuidanceDiT after SeaCache Apply", lambda ns, m, slot: skip_layer_guidance(ns, slot(m))),
     Case("SkipLayerGuidanceDiT before SeaCache Apply", lambda ns, m, slot: slot(skip_layer_guidance(ns, m))),
+    Case("SkipLayerGuidanceDiTSimple after SeaCache Apply", lambda ns, m, slot: skip_layer_guidance_simple(ns, slot(m))),
     Case("WanContextWindowsManual (static windows) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_static")(ns, slot(m)), frames=21, steps=30),
     Case("WanContextWindowsManual (static windows) before SeaCache Apply", lambda ns, m, slot: slot(context_windows("standard_static")(ns, m)), frames=21, steps=30),
     Case("WanContextWindowsManual (moving windows, default) after SeaCache Apply", lambda ns, m, slot: context_windows("standard_uniform")(ns, slot(m)), frames=21, steps=30),

@@ -74,3 +74,15 @@ def test_batch_and_input_model_unchanged(comfy, community):
     assert torch.equal(run(comfy, community), plain)
     twice = seacache(comfy, patched, threshold=0.0)
     assert torch.equal(run(comfy, twice), plain) and len(twice.object_patches) == 1
+
+
+def test_memory_estimate_counts_the_layer_stack_history(comfy, community, monkeypatch):
+    """What ComfyUI frees before sampling grows by 2 branches x (order + 1) residuals of [tokens, hidden] in fp32:
+    the stand-in embeds each latent position as one token of width 32."""
+    asked = []
+    load = comfy.mm.load_models_gpu
+    monkeypatch.setattr(comfy.mm, "load_models_gpu", lambda models, memory_required=0, **kw: (asked.append(memory_required), load(models, memory_required=memory_required, **kw))[1])
+    run(comfy, community)
+    run(comfy, seacache(comfy, community))
+    tokens = LATENT[1] * LATENT[2] * LATENT[3]
+    assert asked[1] - asked[0] == pytest.approx(2 * 2 * tokens * 32 * 4)

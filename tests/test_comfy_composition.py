@@ -57,6 +57,41 @@ def test_composition_case(comfy, pack, wan, case):
         assert row["guidance_calls"] == case.steps  # the skip-layer call of every step ran plain
 
 
+def test_two_ksampler_advanced_stages_each_with_seacache(comfy, pack, wan):
+    """The Wan 2.2 A14B pattern: a high-noise model samples the first half of the steps and a low-noise model the
+    rest (two KSamplerAdvanced), each with its own SeaCache Apply. Threshold 0 is bit-identical; both stages reuse;
+    the error stays within 1.5x of SeaCache on one model over the whole schedule."""
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+    low = tiny_comfy_models.build(cases.MODEL, seed=1)
+    positive, negative = tiny_comfy_models.conditioning(spec, seed=1), tiny_comfy_models.conditioning(spec, seed=2)
+
+    def ksampler(model, latent, start, end):
+        """KSamplerAdvanced over steps [start, end) of the schedule: noise added only at the start, leftover noise
+        returned unless the schedule ends."""
+        return comfy.run_node("KSamplerAdvanced", model=model, add_noise="enable" if start == 0 else "disable",
+                              noise_seed=3, steps=STEPS, cfg=cases.CFG, sampler_name="euler", scheduler="simple",
+                              positive=positive, negative=negative, latent_image=latent, start_at_step=start,
+                              end_at_step=end, return_with_leftover_noise="enable" if end < STEPS else "disable").outputs[0]
+
+    def two_stages(high_model, low_model):
+        half = ksampler(high_model, tiny_comfy_models.empty_latent(spec), 0, STEPS // 2)
+        return ksampler(low_model, half, STEPS // 2, STEPS)["samples"]
+
+    def one_model(model):
+        return ksampler(model, tiny_comfy_models.empty_latent(spec), 0, STEPS)["samples"]
+
+    plain = two_stages(wan, low)
+    assert torch.equal(two_stages(seacache(comfy, wan, threshold=0.0), seacache(comfy, low, threshold=0.0)), plain)
+    high_cached, low_cached = seacache(comfy, wan), seacache(comfy, low)
+    error = cases.rel_error(two_stages(high_cached, low_cached), plain)
+    assert last_report(high_cached)["calls"] == last_report(low_cached)["calls"] == STEPS // 2
+    assert last_report(high_cached)["reused"] > 0 and last_report(low_cached)["reused"] > 0
+    alone = cases.rel_error(one_model(seacache(comfy, wan)), one_model(wan))
+    print(f"two stages: error {error:.4f}, reused {last_report(high_cached)['reused']} + {last_report(low_cached)['reused']} of {STEPS}; "
+          f"SeaCache alone on one model {alone:.4f}")
+    assert error <= 1.5 * alone
+
+
 def _other_cache(comfy, cache, model):
     """EasyCache or LazyCache over the whole schedule at a threshold where it skips on the tiny model."""
     return cases.with_defaults(comfy, cache, model=model, reuse_threshold=1.0, start_percent=0.0, end_percent=1.0,

@@ -77,7 +77,7 @@ def test_branches_keep_their_own_state():
     for key in ("c", "u"):
         state, single = batched.branch_state(key), alone[key].branch_state(key)
         torch.testing.assert_close(state.indicator, single.indicator)
-        assert state.acc == pytest.approx(single.acc, rel=1e-6)
+        assert state.accumulated == pytest.approx(single.accumulated, rel=1e-6)
         distances = [r.branches[key]["distance"] for r in batched.stats.records[1:]]
         assert distances == pytest.approx([r.distance for r in alone[key].stats.records[1:]], rel=1e-5)
     last = batched.stats.records[-2]

@@ -104,11 +104,12 @@ class BlockPatch:
             return _passthrough(args)
         if self.joins:
             call.image_slice = _locate(args["img"], call.double_out)
+            call.image_lost = call.image_slice is None
             call.double_out = None
         out = self.run_block(args, extra)
         if self.double_end and not self.last:
             call.double_out = out["img"]
-        if self.last:
+        if self.last and not call.image_lost:
             image = out["img"] if call.image_slice is None else out["img"][:, call.image_slice]
             call.leave(joined(image))
         return out
@@ -130,8 +131,11 @@ def split_like(flat: torch.Tensor, streams):
     return tuple(part.reshape(s.shape) for part, s in zip(flat.split(sizes, dim=1), streams))
 
 
-def _locate(joint: torch.Tensor, image: torch.Tensor) -> slice:
-    """Where the double stack's image tokens sit in the joint text+image stream (first or last tokens)."""
+def _locate(joint: torch.Tensor, image: torch.Tensor | None) -> slice | None:
+    """Where the double stack's image tokens sit in the joint text+image stream (first or last tokens); None when
+    they are not found there (the call then runs whole and is not committed)."""
+    if image is None:
+        return None
     n = image.shape[1]
     first, last = slice(0, n), slice(joint.shape[1] - n, joint.shape[1])
     matches = torch.stack([(joint[:, first] == image).all(), (joint[:, last] == image).all()]).tolist()  # one host read
@@ -139,7 +143,7 @@ def _locate(joint: torch.Tensor, image: torch.Tensor) -> slice:
         return first
     if matches[1]:
         return last
-    raise RuntimeError("SeaCache: cannot find the image tokens in the joint stream of the single-stream blocks.")
+    return None
 
 
 class StackEntries(list):

@@ -28,6 +28,7 @@ class StackCall:
         self.latent_channels = latent_channels  # channels of the sampler's latent (concat conditioning excluded)
         self.image_slice: slice | None = None  # block seams: the image tokens in a joint text+image stream
         self.double_out: torch.Tensor | None = None  # block seams: image stream leaving the double-stream blocks
+        self.image_lost = False  # block seams: the image tokens were not found in the joint stream
         self.reusing: bool | None = None
         self.predicted: torch.Tensor | None = None
         self.row = 0

@@ -129,7 +129,7 @@ class WindowView:
 
     def __init__(self, step: WindowedStep, rows: list[int], frames: list[int], latent_channels: int):
         self.step, self.rows, self.frames, self.latent_channels = step, rows, frames, latent_channels
-        self.image_slice, self.double_out, self.reusing = None, None, None
+        self.image_slice, self.double_out, self.reusing, self.image_lost = None, None, None, False
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
