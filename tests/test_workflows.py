@@ -66,7 +66,6 @@ def test_workflow_files():
 def test_pack_node_ids_scan():
     assert wr.pack_node_ids() == {
         "SeaCacheCosmos3Loader", "SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative",
-        "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
         "SeaCacheCosmos3DistilledScheduler", "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
     }
