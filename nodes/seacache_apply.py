@@ -3,6 +3,8 @@ family lives in :mod:`.seams`)."""
 
 from __future__ import annotations
 
+import inspect
+
 import comfy.patcher_extension
 from comfy_api.latest import io
 
@@ -12,6 +14,8 @@ from .seams import WRAPPER_KEY, remove_seacache, select_seam
 from .seams.sampling import flow_view
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
+# Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
+EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__).parameters else {}
 
 
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
@@ -46,16 +50,16 @@ class SeaCacheApply(io.ComfyNode):
             "ComfyUI-Cosmos3 MODEL, Wan 2.x, HunyuanVideo, LTX-Video, Flux, Qwen-Image (all blocks skipped) and, "
             "through the whole diffusion-model call, any other flow-matching or epsilon/v-prediction MODEL.",
             inputs=[
-                io.Model.Input("model", tooltip="A diffusion MODEL: Cosmos3 (this pack or ComfyUI-Cosmos3), Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image or any other flow/eps/v model. The Stats node names where the residual was taken."),
-                io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this; higher = faster, 0 = never reuse (exact). Default 0.25 for video and image models alike: the published Cosmos3 recipe (35 steps); the distance is measured on the latent in the flow convention for every model, so the scale carries over. For few-step or distilled schedules lower it (each step then changes the latent more)."),
-                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of skipped steps: 0 = repeat last residual, 1 = linear (vLLM-Omni's), 2 = quadratic (one more stored residual). auto = 2 for Cosmos3 (half the error of 1 on the pack's trained proxy at the same speed), 1 for other models (not measured)."),
-                io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row (0 = never reuse, -1 = no cap)."),
-                io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed."),
-                io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed."),
-                io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Reuse allowed from this fraction of the steps on."),
-                io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Reuse allowed up to this fraction of the steps."),
-                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Power-law exponent of the SEA prior of clean content: auto = 3 for video latents (time, height and width filtered: Wan, HunyuanVideo, LTX-Video, Cosmos3), 2 for images (height and width: Flux, Qwen-Image, or a one-frame video latent)."),
-                io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the residual history lives; cpu saves GPU memory at a small transfer cost."),
+                io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
+                io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this: higher is faster, 0 never reuses."),
+                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of a skipped step: 0 repeat, 1 linear, 2 quadratic; auto = 2 on Cosmos3, 1 elsewhere.", **EXPERT),
+                io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
+                io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
+                io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
+                io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse may begin (ComfyUI's convention: 0 = start of sampling).", **EXPERT),
+                io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
+                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
+                io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],

@@ -4,6 +4,7 @@ error)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 
@@ -31,6 +32,20 @@ class SeaCacheSettings:
 
     def __deepcopy__(self, memo):
         return self
+
+    def step_window(self, model_sampling, sigmas) -> tuple[float, float]:
+        """The reuse window of this run as the session takes it (fractions ``step / steps``), from the node's
+        ComfyUI sampling percents: the steps whose sigma lies between ``percent_to_sigma(start_percent)`` and
+        ``percent_to_sigma(end_percent)``, as ComfyUI's own caches read them. 0 and 1 are the ends of any
+        schedule, so the defaults allow the whole run."""
+        schedule = [float(s) for s in sigmas.flatten().tolist()]
+        steps = len(schedule) - 1
+        high = math.inf if self.start_percent <= 0.0 else float(model_sampling.percent_to_sigma(self.start_percent))
+        low = -math.inf if self.end_percent >= 1.0 else float(model_sampling.percent_to_sigma(self.end_percent))
+        inside = [i for i, sigma in enumerate(schedule[:steps]) if low <= sigma <= high]
+        if not inside:
+            return 1.0, 1.0  # no step of the run reaches the fraction 1: nothing is reused
+        return inside[0] / steps, inside[-1] / steps
 
 
 def notify_frontend(data: dict) -> None:
@@ -80,7 +95,9 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     """Create the run's session for this sampling run only; publish its report and free it however it ends."""
     guider = executor.class_obj
     settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_KEY]
-    session = SeaCacheSession(settings.config, settings.start_percent, settings.end_percent)
+    sigmas = args[3] if len(args) > 3 else kwargs["sigmas"]
+    model_sampling = guider.model_patcher.get_model_object("model_sampling")
+    session = SeaCacheSession(settings.config, *settings.step_window(model_sampling, sigmas))
     status = "failed"
     try:
         with run_scoped_option(guider, RUN_KEY, ComfyRun(session)):
