@@ -1,6 +1,6 @@
 """SeaCache core: the spectral-evolution-aware step cache, independent of ComfyUI (torch and stdlib only).
 
-See docs/seacache-spec.md for the contract this package implements.
+docs/algorithm.md describes what this package implements, section by section.
 """
 
 from .config import SeaCacheConfig

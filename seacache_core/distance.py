@@ -1,4 +1,4 @@
-"""Relative L1 distance between consecutive indicators (spec section 2)."""
+"""Relative L1 distance between consecutive indicators (docs/algorithm.md §4)."""
 
 from __future__ import annotations
 

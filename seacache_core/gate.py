@@ -125,7 +125,7 @@ class SeaCacheGate:
         reuse_allowed: bool,
         filter_sigma: float,
     ) -> list[BranchPlan]:
-        """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
+        """Per-branch verdicts of an on-schedule call (docs/algorithm.md §5), without touching any state."""
         kinds = {key: relation(self._states.get(key), step, sigma) for key in groups}
         filtered = self._indicator(latent, filter_sigma)
         indicators = {key: _select(filtered, items) for key, items in groups.items()}

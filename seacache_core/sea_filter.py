@@ -1,4 +1,4 @@
-"""The SEA filter (spec section 1): a Wiener low-pass that keeps what a noisy latent holds of its clean content."""
+"""The SEA filter (docs/algorithm.md §3): a Wiener low-pass keeping what a noisy latent holds of its content."""
 
 from __future__ import annotations
 

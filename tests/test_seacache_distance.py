@@ -1,4 +1,4 @@
-"""Relative L1 distance (spec section 2)."""
+"""Relative L1 distance (docs/algorithm.md §4)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""SEA filter and gain (docs/algorithm.md, "The SEA filter").
+"""SEA filter and gain (docs/algorithm.md §3).
 
 The reference gain below is built here from the formula, on the full FFT grid, as an oracle independent of the
 package's rfft half-grid.

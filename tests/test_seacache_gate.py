@@ -1,4 +1,4 @@
-"""SeaCacheGate: decisions, prediction, bookkeeping (spec sections 2-4)."""
+"""SeaCacheGate: decisions, prediction, bookkeeping (docs/algorithm.md §5-7, §9)."""
 
 import json
 
