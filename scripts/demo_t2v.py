@@ -3,13 +3,12 @@
 With ``COMFYUI_PATH`` pointing at a ComfyUI checkout, the run goes through this pack's nodes and ComfyUI's own
 sampler (SamplerCustomAdvanced + CFGGuider + uni_pc_bh2); without it, through the plain-torch model and a small
 flow-matching Euler sampler. Either way it prints the step timeline, the estimated speedup (calls / calls that ran
-the stack) and the measured one: the wall time, and this process's CPU time (which other jobs on the machine do
-not inflate), of whole uncached and SeaCache sampling runs after a short warm-up, denormal floats flushed as the
-benchmarks do. With ``--repeats 2`` or more the runs interleave (uncached, SeaCache, SeaCache, uncached, ...) so
-that a machine whose load drifts slows both alike. The default `medium` preset (hidden 512, 8 layers) is small
-enough for a CPU, yet its generator stack dominates a model call as Cosmos3-Nano's does; on `tiny` the stack costs
-less than the rest of a call, so the measured speedup stays well below the estimate. Random weights: the video is
-noise; this shows the machinery and its timing, not image quality.
+the stack) and the measured one: the wall time of whole uncached and SeaCache sampling runs after a short
+warm-up, denormal floats flushed as the benchmarks do. With ``--repeats 2`` or more the runs interleave (uncached,
+SeaCache, SeaCache, uncached, ...) so that a machine whose load drifts slows both alike. The default `medium`
+preset (hidden 512, 8 layers) is small enough for a CPU, yet its generator stack dominates a model call as
+Cosmos3-Nano's does; on `tiny` the stack costs less than the rest of a call, so the measured speedup stays well
+below the estimate. Random weights: the video is noise; this shows the machinery and its timing, not image quality.
 
     python scripts/demo_t2v.py [--preset tiny|medium] [--steps 35] [--repeats 1]
 """
@@ -35,26 +34,23 @@ SIZE = dict(width=256, height=256, length=33)
 WARMUP_STEPS = 2
 
 
-def interleaved_times(sample_uncached, sample_seacache, steps: int, repeats: int) -> dict[str, dict[str, float]]:
-    """Wall and process CPU seconds of ``repeats`` runs of ``steps`` steps per variant ("uncached", "seacache"),
-    summed, interleaved U S, S U, ... after a ``WARMUP_STEPS`` SeaCache run (allocator, threads, filter gain).
-    Each sampler takes the step count. CPU time counts only this process's work, so it also holds on a machine
-    that other jobs keep busy; on an idle one the two agree."""
+def interleaved_times(sample_uncached, sample_seacache, steps: int, repeats: int) -> tuple[float, float]:
+    """Wall seconds (uncached, SeaCache) of ``repeats`` runs of ``steps`` steps per variant, summed, interleaved
+    U S, S U, ... after a ``WARMUP_STEPS`` SeaCache run (allocator, threads, filter gain). Each sampler takes the
+    step count."""
     sample_seacache(WARMUP_STEPS)
-    totals = {name: {"wall": 0.0, "cpu": 0.0} for name in ("uncached", "seacache")}
+    totals = {"uncached": 0.0, "seacache": 0.0}
     for i in range(repeats):
         pair = [("uncached", sample_uncached), ("seacache", sample_seacache)]
         for name, sample in reversed(pair) if i % 2 else pair:
-            wall, cpu = time.perf_counter(), time.process_time()
+            start = time.perf_counter()
             sample(steps)
-            totals[name]["wall"] += time.perf_counter() - wall
-            totals[name]["cpu"] += time.process_time() - cpu
-    return totals
+            totals[name] += time.perf_counter() - start
+    return totals["uncached"], totals["seacache"]
 
 
-def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[dict, dict]:
-    """Uncached and SeaCache runs through ComfyUI nodes; returns (times as :func:`interleaved_times`, SeaCache
-    report)."""
+def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[tuple, dict]:
+    """Uncached and SeaCache runs through ComfyUI nodes; returns ((uncached s, SeaCache s), SeaCache report)."""
     import comfyui_harness
     from comfy_runs import Tiny
 
@@ -77,7 +73,7 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int, re
     return times, cached.model_options["transformer_options"]["seacache"].last_run
 
 
-def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[dict, dict]:
+def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[tuple, dict]:
     """The same job without ComfyUI: plain-torch model, Euler flow sampler with CFG, a SeaCacheSession."""
     from cosmos3 import (STACK_BOUNDARY_KEY, TEXT_KV_CACHE_KEY, Cosmos3Transformer, TextKVCache, load_weights, read_config,
                          reference_sigmas, shard_files)
@@ -137,13 +133,10 @@ def main() -> None:
         times, report = run_comfyui(comfy_path, root, name, args.steps, args.repeats)
     else:
         times, report = run_plain_torch(root, name, args.steps, args.repeats)
-    plain, cached = times["uncached"], times["seacache"]
+    plain, cached = times
     print(f"{args.steps} steps, {SIZE['width']}x{SIZE['height']}x{SIZE['length']} frames, preset {args.preset}, "
-          f"{args.repeats} interleaved sampling runs each:")
-    for kind in ("wall", "cpu"):
-        print(f"  {kind} time: uncached {plain[kind]:.1f} s, SeaCache {cached[kind]:.1f} s -> "
-              f"measured {plain[kind] / cached[kind]:.2f}x")
-    print(f"  estimated (calls / calls that ran the stack): {report['speedup']:.2f}x")
+          f"{args.repeats} sampling run(s) each: wall time uncached {plain:.1f} s, SeaCache {cached:.1f} s -> "
+          f"measured {plain / cached:.2f}x; estimated (calls / calls that ran the stack) {report['speedup']:.2f}x")
     if args.chart:
         import comfyui_harness
 
