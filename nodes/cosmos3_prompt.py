@@ -67,18 +67,6 @@ def _text_inputs(prompt_tip: str):
     ]
 
 
-def _saved_text_inputs(prompt_tip: str):
-    """The first prompt nodes' inputs: width/height/length kept (ignored) so workflows saved with them load."""
-    ignored = "Ignored: the prompt states the size of the latent actually sampled."
-    size = [
-        io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip=ignored),
-        io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip=ignored),
-        io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip=ignored),
-    ]
-    inputs = _text_inputs(prompt_tip)
-    return inputs[:2] + size + inputs[2:]
-
-
 POSITIVE_TIP = "What to generate."
 NEGATIVE_TIP = "What to avoid; empty = the checkpoint's assets/negative_prompt.json (or nothing)."
 
@@ -100,7 +88,7 @@ class Cosmos3PromptEncode(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, cosmos3_text, prompt, fps, resolution_template, duration_template, use_system_prompt, system_prompt, **_size):
+    def execute(cls, cosmos3_text, prompt, fps, resolution_template, duration_template, use_system_prompt, system_prompt):
         return io.NodeOutput(prompt_conditioning(cosmos3_text, prompt, cls.NEGATIVE, fps, resolution_template, duration_template, use_system_prompt, system_prompt))
 
 
@@ -120,34 +108,3 @@ class Cosmos3PromptEncodeNegative(Cosmos3PromptEncode):
             outputs=[io.Conditioning.Output()],
         )
 
-
-class Cosmos3TextEncode(Cosmos3PromptEncode):
-    """The first prompt node, with width/height/length widgets: kept for saved workflows, which run unchanged."""
-
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeaCacheCosmos3TextEncode",
-            display_name="Cosmos3 Text Encode (old)",
-            category="SeaCache/Cosmos3",
-            description="Replaced by 'Cosmos3 Prompt': its width/height/length are ignored, the sampled latent decides.",
-            inputs=_saved_text_inputs(POSITIVE_TIP),
-            outputs=[io.Conditioning.Output()],
-            is_deprecated=True,
-        )
-
-
-class Cosmos3TextEncodeNegative(Cosmos3PromptEncodeNegative):
-    """The first negative prompt node, kept like :class:`Cosmos3TextEncode`."""
-
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeaCacheCosmos3TextEncodeNegative",
-            display_name="Cosmos3 Text Encode (Negative, old)",
-            category="SeaCache/Cosmos3",
-            description="Replaced by 'Cosmos3 Prompt (Negative)': its width/height/length are ignored, the sampled latent decides.",
-            inputs=_saved_text_inputs(NEGATIVE_TIP),
-            outputs=[io.Conditioning.Output()],
-            is_deprecated=True,
-        )

@@ -7,7 +7,7 @@ from comfy_api.latest import ComfyExtension, io
 from .conditioning import Cosmos3DistilledScheduler, Cosmos3EmptyLatentVideo, Cosmos3ImageToVideo, Cosmos3Scheduler
 from .cosmos3_guidance import Cosmos3CFGGuider
 from .cosmos3_sound import Cosmos3AddSound, Cosmos3EmptyAVLatent, Cosmos3SoundDecode
-from .cosmos3_prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative, Cosmos3TextEncode, Cosmos3TextEncodeNegative
+from .cosmos3_prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative
 from .loader import Cosmos3Loader
 from .lora_keys import install_model_lora_aliases
 from .seacache_apply import SeaCacheApply
@@ -23,8 +23,6 @@ class SeaCacheExtension(ComfyExtension):
             Cosmos3Loader,
             Cosmos3PromptEncode,
             Cosmos3PromptEncodeNegative,
-            Cosmos3TextEncode,
-            Cosmos3TextEncodeNegative,
             Cosmos3EmptyLatentVideo,
             Cosmos3ImageToVideo,
             Cosmos3EmptyAVLatent,

@@ -3,6 +3,8 @@ family lives in :mod:`.seams`)."""
 
 from __future__ import annotations
 
+import inspect
+
 import comfy.patcher_extension
 from comfy_api.latest import io
 
@@ -20,6 +22,8 @@ from .seams.sampling import flow_scale_and_sigma
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
+# Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
+EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__).parameters else {}
 
 
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
@@ -70,6 +74,16 @@ class SeaCacheApply(io.ComfyNode):
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Power-law exponent of the SEA prior of clean content: auto = 3 for video latents (time, height and width filtered: Wan, HunyuanVideo, LTX-Video, Cosmos3), 2 for images (height and width: Flux, Qwen-Image, or a one-frame video latent)."),
                 io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the residual history lives; cpu saves GPU memory at a small transfer cost."),
                 io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", tooltip="sea same-sigma filters both latents at the current noise level, so the filter's own change near sigma 1 does not count as content change; at equal speed it had 0.1-0.8x the error of sea on both trained proxies at shifts 5 and 10 (docs/quality.md). sea = the paper's gate (use threshold 0.25 with it)."),
+                io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
+                io.Float.Input("threshold", default=0.25, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated SEA distance stays below this: higher is faster, 0 never reuses."),
+                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of a skipped step: 0 repeat, 1 linear, 2 quadratic; auto = 2 on Cosmos3, 1 elsewhere.", **EXPERT),
+                io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
+                io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
+                io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
+                io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse may begin (ComfyUI's convention: 0 = start of sampling).", **EXPERT),
+                io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
+                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
+                io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],

@@ -25,6 +25,7 @@ Failure behaviour, the same for every seam:
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from contextlib import nullcontext
@@ -60,6 +61,20 @@ class SeaCacheSettings:
 
     def __deepcopy__(self, memo):
         return self
+
+    def step_window(self, model_sampling, sigmas) -> tuple[float, float]:
+        """The reuse window of this run as the session takes it (fractions ``step / steps``), from the node's
+        ComfyUI sampling percents: the steps whose sigma lies between ``percent_to_sigma(start_percent)`` and
+        ``percent_to_sigma(end_percent)``, as ComfyUI's own caches read them. 0 and 1 are the ends of any
+        schedule, so the defaults allow the whole run."""
+        schedule = [float(s) for s in sigmas.flatten().tolist()]
+        steps = len(schedule) - 1
+        high = math.inf if self.start_percent <= 0.0 else float(model_sampling.percent_to_sigma(self.start_percent))
+        low = -math.inf if self.end_percent >= 1.0 else float(model_sampling.percent_to_sigma(self.end_percent))
+        inside = [i for i, sigma in enumerate(schedule[:steps]) if low <= sigma <= high]
+        if not inside:
+            return 1.0, 1.0  # no step of the run reaches the fraction 1: nothing is reused
+        return inside[0] / steps, inside[-1] / steps
 
 
 def notify_frontend(data: dict) -> None:
@@ -187,7 +202,9 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_OPTION]
     refuse_other_caches(guider.model_patcher, guider.model_options)
     seam = select_seam(guider.model_patcher, guider.model_options)
-    session = SeaCacheSession(settings.config, settings.start_percent, settings.end_percent)
+    sigmas = args[3] if len(args) > 3 else kwargs["sigmas"]
+    model_sampling = guider.model_patcher.get_model_object("model_sampling")
+    session = SeaCacheSession(settings.config, *settings.step_window(model_sampling, sigmas))
     run = SeaCacheRun(session, seam, settings)
     status = "failed"
     try:

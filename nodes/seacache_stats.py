@@ -1,11 +1,12 @@
-"""SeaCache Stats: the last run's timeline as text, a chart IMAGE and a drawing on the node."""
+"""SeaCache Stats: the last run's timeline as text and as a chart IMAGE (for a preview or save node). On the node
+itself the chart is drawn once, by the frontend extension (web/seacache.js) from the report in the node's UI data."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from comfy_api.latest import io, ui
+from comfy_api.latest import io
 
 from .seacache_runtime import SETTINGS_OPTION
 from .timeline_chart import render_timeline, summary_text
@@ -46,5 +47,4 @@ class SeaCacheStats(io.ComfyNode):
         report = last_report(model)
         chart = render_timeline(report)
         image = torch.from_numpy(np.asarray(chart, dtype=np.float32) / 255.0)[None]
-        preview = ui.PreviewImage(image, cls=cls).as_dict()
-        return io.NodeOutput(samples, summary_text(report), image, ui={**preview, "seacache": [report or {}]})
+        return io.NodeOutput(samples, summary_text(report), image, ui={"seacache": [report or {}]})

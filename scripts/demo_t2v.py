@@ -2,10 +2,15 @@
 
 With ``COMFYUI_PATH`` pointing at a ComfyUI checkout, the run goes through this pack's nodes and ComfyUI's own
 sampler (SamplerCustomAdvanced + CFGGuider + uni_pc_bh2); without it, through the plain-torch model and a small
-flow-matching Euler sampler. Either way it prints the step timeline, the estimated and the measured speedup.
-Random weights: the video is noise; this shows the machinery and its timing, not image quality.
+flow-matching Euler sampler. Either way it prints the step timeline, the estimated speedup (calls / calls that ran
+the stack) and the measured one: the wall time of whole uncached and SeaCache sampling runs after a short
+warm-up, denormal floats flushed as the benchmarks do. With ``--repeats 2`` or more the runs interleave (uncached,
+SeaCache, SeaCache, uncached, ...) so that a machine whose load drifts slows both alike. The default `medium`
+preset (hidden 512, 8 layers) is small enough for a CPU, yet its generator stack dominates a model call as
+Cosmos3-Nano's does; on `tiny` the stack costs less than the rest of a call, so the measured speedup stays well
+below the estimate. Random weights: the video is noise; this shows the machinery and its timing, not image quality.
 
-    python scripts/demo_t2v.py [--preset tiny|medium] [--steps 35]
+    python scripts/demo_t2v.py [--preset tiny|medium] [--steps 35] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -26,10 +31,26 @@ from seacache_host import SeaCachedCosmos3  # noqa: E402
 
 PROMPT = "a red fox running through deep fresh snow at dawn"
 SIZE = dict(width=256, height=256, length=33)
+WARMUP_STEPS = 2
 
 
-def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:
-    """Uncached and SeaCache runs through ComfyUI nodes; returns (uncached s, SeaCache s, SeaCache report)."""
+def interleaved_times(sample_uncached, sample_seacache, steps: int, repeats: int) -> tuple[float, float]:
+    """Wall seconds (uncached, SeaCache) of ``repeats`` runs of ``steps`` steps per variant, summed, interleaved
+    U S, S U, ... after a ``WARMUP_STEPS`` SeaCache run (allocator, threads, filter gain). Each sampler takes the
+    step count."""
+    sample_seacache(WARMUP_STEPS)
+    totals = {"uncached": 0.0, "seacache": 0.0}
+    for i in range(repeats):
+        pair = [("uncached", sample_uncached), ("seacache", sample_seacache)]
+        for name, sample in reversed(pair) if i % 2 else pair:
+            start = time.perf_counter()
+            sample(steps)
+            totals[name] += time.perf_counter() - start
+    return totals["uncached"], totals["seacache"]
+
+
+def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[tuple, dict]:
+    """Uncached and SeaCache runs through ComfyUI nodes; returns ((uncached s, SeaCache s), SeaCache report)."""
     import comfyui_harness
     from comfy_runs import Tiny
 
@@ -40,16 +61,19 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int) ->
     print(f"ComfyUI {ns.version}: Cosmos3 Loader -> SeaCache Apply -> SamplerCustomAdvanced (uni_pc_bh2, CFG 6)")
     positive, negative = run.encode(PROMPT), run.encode("", negative=True)
     latent, cached = run.empty(**SIZE), run.seacache()
-    times = []
-    for model in (cached, run.model, cached):  # the first run warms up (allocator, threads, gate)
-        start = time.perf_counter()
-        samples = run.sample(model, positive, negative, latent, steps=steps)
-        times.append(time.perf_counter() - start)
-    print(run.stats(cached, samples).outputs[1])
-    return times[1], times[2], cached.model_options["transformer_options"]["seacache_settings"].last_run
+    last = {}
+
+    def sampler(model):
+        def sample(n):
+            last["samples"] = run.sample(model, positive, negative, latent, steps=n)
+        return sample
+
+    times = interleaved_times(sampler(run.model), sampler(cached), steps, repeats)
+    print(run.stats(cached, last["samples"]).outputs[1])
+    return times, cached.model_options["transformer_options"]["seacache_settings"].last_run
 
 
-def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float, float, dict]:
+def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[tuple, dict]:
     """The same job without ComfyUI: plain-torch model, Euler flow sampler with CFG, a SeaCacheSession."""
     from cosmos3 import (TEXT_KV_CACHE_KEY, Cosmos3Transformer, TextKVCache, load_weights, read_config,
                          reference_sigmas, shard_files)
@@ -65,10 +89,10 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float,
     tokens = torch.full((2, max(map(len, ids))), -1, dtype=torch.long)
     for row, seq in enumerate(ids):
         tokens[row, : len(seq)] = torch.tensor(seq)
-    sigmas = reference_sigmas(steps, 10.0)
     print("ComfyUI not found (set COMFYUI_PATH to use it): plain-torch model, flow Euler sampler, CFG 6")
 
-    def sample(session):
+    def sample(session, steps):
+        sigmas = reference_sigmas(steps, 10.0)
         shape = (1, 48, (SIZE["length"] - 1) // 4 + 1, SIZE["height"] // 16, SIZE["width"] // 16)
         x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
         options = {TEXT_KV_CACHE_KEY: TextKVCache()}
@@ -81,32 +105,37 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int) -> tuple[float,
                 x = x + (sigmas[i + 1] - sigmas[i]) * (v[1:] + 6.0 * (v[:1] - v[1:]))
         return x
 
-    times, session = [], None
-    for session in (SeaCacheSession(SeaCacheConfig()), None, SeaCacheSession(SeaCacheConfig())):  # first = warm-up
-        start = time.perf_counter()
-        sample(session)
-        times.append(time.perf_counter() - start)
-    print(session.stats.summary())
-    return times[1], times[2], session.report("completed")
+    last = {}
+
+    def sample_seacache(n):
+        last["session"] = SeaCacheSession(SeaCacheConfig())
+        sample(last["session"], n)
+
+    times = interleaved_times(lambda n: sample(None, n), sample_seacache, steps, repeats)
+    print(last["session"].stats.summary())
+    return times, last["session"].report("completed")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="tiny", choices=["tiny", "medium"])
+    parser.add_argument("--preset", default="medium", choices=["tiny", "medium"])
     parser.add_argument("--steps", type=int, default=35)
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs of each variant, interleaved")
     parser.add_argument("--chart", help="also save the SeaCache timeline chart (PNG) here")
     args = parser.parse_args()
+    torch.set_flush_denormal(True)  # random-weight trajectories can drift into slow denormal floats in one variant
     root = tempfile.mkdtemp(prefix="seacache-demo-")
     name = f"cosmos3-{args.preset}"
     make_tiny_checkpoint(os.path.join(root, name), preset=args.preset)
     comfy_path = os.environ.get("COMFYUI_PATH")
     if comfy_path:
-        plain, cached, report = run_comfyui(comfy_path, root, name, args.steps)
+        times, report = run_comfyui(comfy_path, root, name, args.steps, args.repeats)
     else:
-        plain, cached, report = run_plain_torch(root, name, args.steps)
-    print(f"{args.steps} steps, {SIZE['width']}x{SIZE['height']}x{SIZE['length']} frames, preset {args.preset}: "
-          f"uncached {plain:.2f} s, SeaCache {cached:.2f} s -> measured {plain / cached:.2f}x, "
-          f"estimated (calls/full) {report['speedup']:.2f}x")
+        times, report = run_plain_torch(root, name, args.steps, args.repeats)
+    plain, cached = times
+    print(f"{args.steps} steps, {SIZE['width']}x{SIZE['height']}x{SIZE['length']} frames, preset {args.preset}, "
+          f"{args.repeats} sampling run(s) each: wall time uncached {plain:.1f} s, SeaCache {cached:.1f} s -> "
+          f"measured {plain / cached:.2f}x; estimated (calls / calls that ran the stack) {report['speedup']:.2f}x")
     if args.chart:
         import comfyui_harness
 

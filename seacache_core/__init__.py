@@ -1,6 +1,6 @@
 """SeaCache core: the spectral-evolution-aware step cache, independent of ComfyUI (torch and stdlib only).
 
-See docs/seacache-spec.md for the contract this package implements.
+docs/algorithm.md describes what this package implements, section by section.
 """
 
 from .config import SeaCacheConfig
@@ -8,7 +8,7 @@ from .distance import rel_l1
 from .extrapolate import ResidualHistory, extrapolate_residual
 from .gate import Decision, SeaCacheGate
 from .replay import replay
-from .sea_filter import GainCache, sea_filter, sea_gain
+from .sea_filter import GainCache, sea_filter_float32
 from .session import SeaCacheSession, validate_window
 from .stats import RunStats, StepRecord
 
@@ -24,7 +24,6 @@ __all__ = [
     "extrapolate_residual",
     "rel_l1",
     "replay",
-    "sea_filter",
-    "sea_gain",
+    "sea_filter_float32",
     "validate_window",
 ]

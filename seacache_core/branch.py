@@ -1,4 +1,4 @@
-"""Per-branch gate state and the per-branch rule of spec section 2."""
+"""Per-branch gate state and the per-branch rule of docs/algorithm.md §5."""
 
 from __future__ import annotations
 

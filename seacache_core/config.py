@@ -21,7 +21,7 @@ def _is_number(value) -> bool:
 @dataclass
 class SeaCacheConfig:
     r"""
-    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/seacache-spec.md.
+    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md.
 
     Args:
         threshold (`float`, defaults to `0.25`):

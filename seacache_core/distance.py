@@ -1,4 +1,4 @@
-"""Relative L1 distance between consecutive indicators (spec section 2)."""
+"""Relative L1 distance between consecutive indicators (docs/algorithm.md §4)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,3 @@ def rel_l1(current: torch.Tensor, previous: torch.Tensor) -> float:
     prev = previous.float()
     return ((current.float() - prev).abs().mean() / (prev.abs().mean() + _EPS)).item()
 
-
-def mean_rel_l1(current: torch.Tensor, previous: torch.Tensor) -> float:
-    """Distance of a call holding several items (dim 0): the mean of their per-item rel_l1."""
-    return item_distances(current, previous).mean().item()

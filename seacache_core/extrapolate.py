@@ -1,4 +1,4 @@
-"""Residual extrapolation over step indices (spec section 3) and the bounded history it reads."""
+"""Residual extrapolation over step indices (docs/algorithm.md §6) and the bounded history it reads."""
 
 from __future__ import annotations
 

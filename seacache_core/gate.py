@@ -139,7 +139,7 @@ class SeaCacheGate:
         reuse_allowed: bool,
         filter_sigma: float,
     ) -> list[BranchPlan]:
-        """Per-branch verdicts of an on-schedule call (spec section 2), without touching any state."""
+        """Per-branch verdicts of an on-schedule call (docs/algorithm.md §5), without touching any state."""
         relations = {key: relation(self._states.get(key), step, sigma) for key in groups}
         sea_filter = self._sea_filter(latent, filter_sigma)
         observed = self.indicator.observe(latent, sea_filter)

@@ -1,4 +1,4 @@
-"""The SEA filter (spec section 1): a Wiener low-pass that keeps what a noisy latent holds of its clean content."""
+"""The SEA filter (docs/algorithm.md §3): a Wiener low-pass keeping what a noisy latent holds of its content."""
 
 from __future__ import annotations
 
@@ -47,19 +47,12 @@ def _outer(factors: Sequence[torch.Tensor], device) -> torch.Tensor:
     return grid.to(device)
 
 
-def sea_gain(shape: Sequence[int], sigma: float, power: float, device=None) -> torch.Tensor:
-    """Full SEA gain H over axes of lengths `shape` (FFT frequency order), float32, mean 1.
-
-    The gain depends only on (shape, sigma, power), which is why it can be built once per step and shared by
-    every batch item and channel.
-    """
-    return _outer(_axis_gains(shape, sigma, power), device)
-
-
 def _rfft_gain(shape: Sequence[int], sigma: float, power: float, device) -> torch.Tensor:
-    """The part of `sea_gain` that multiplies an rfftn spectrum: the last axis keeps its first n // 2 + 1 bins.
+    """The SEA gain over axes of lengths `shape`, as it multiplies an rfftn spectrum (float32, mean 1 over the
+    full grid): the last axis keeps its first n // 2 + 1 bins.
 
-    Exact because every factor is even in f, so the dropped bins mirror the kept ones.
+    Exact because every factor is even in f, so the dropped bins mirror the kept ones. The gain depends only on
+    (shape, sigma, power), which is why one build per step serves every batch item and channel.
     """
     factors = _axis_gains(shape, sigma, power)
     factors[-1] = factors[-1][: int(shape[-1]) // 2 + 1]
@@ -119,8 +112,9 @@ def sea_filter_float32(
 ) -> torch.Tensor:
     """SEA-filtered `latent` in float32 (the gate keeps indicators at this precision whatever the model dtype).
 
-    One rfftn/irfftn pair over `dims` for the whole tensor; every other axis (batch, channels) is filtered
-    independently with the same gain.
+    One rfftn/irfftn pair over `dims` (time, height, width) for the whole tensor, run on the float32 upcast
+    whatever the input dtype; every other axis (batch, channels) is filtered independently with the same gain,
+    so channels are never mixed. Pass a `GainCache` to reuse the gain across calls at the same sigma.
     """
     axes = _filter_axes(latent.ndim, dims)
     lengths = [latent.shape[a] for a in axes]
@@ -135,17 +129,3 @@ def sea_filter_float32(
     spectrum.mul_(gain.view(view))
     return torch.fft.irfftn(spectrum, s=lengths, dim=axes)
 
-
-def sea_filter(
-    latent: torch.Tensor,
-    sigma: float,
-    power: float = 3.0,
-    dims: Sequence[int] = (-3, -2, -1),
-    cache: GainCache | None = None,
-) -> torch.Tensor:
-    """SEA-filter `latent` over the axes `dims` (time, height, width); same shape and dtype as `latent`.
-
-    The FFT runs in float32 whatever the input dtype; channels are never filtered. Pass a `GainCache` to reuse
-    the gain across calls at the same sigma.
-    """
-    return sea_filter_float32(latent, sigma, power, dims, cache).to(latent.dtype)

@@ -1,4 +1,4 @@
-"""Honest per-run statistics of the gate (spec section 4): one record per gated call."""
+"""Honest per-run statistics of the gate (docs/algorithm.md §9): one record per gated call."""
 
 from __future__ import annotations
 

@@ -239,12 +239,12 @@ def _extension_errors(result: dict) -> list[str]:
 def test_workflow_in_browser(server, workflow, tmp_path):
     """Load, edit, queue and finish one shipped workflow in the browser as a user would (see the module docstring)."""
     screenshot = tmp_path / f"{Path(workflow).stem}.png"
-    result = _run_driver(server, ROOT / "workflows" / workflow, screenshot)
+    result = _run_driver(server, ROOT / "example_workflows" / workflow, screenshot)
     print(f"\nComfyUI at {os.environ['COMFYUI_PATH']}, frontend {result['frontendVersion']} "
           f"(from {server.frontend_package}); screenshot: {screenshot}")
     for error in result["pageErrors"]:
         print(f"page error during {error['phase']}: {error['text'].splitlines()[0]}")
-    shipped = json.loads((ROOT / "workflows" / workflow).read_text())
+    shipped = json.loads((ROOT / "example_workflows" / workflow).read_text())
     # Every node loaded with a registered type: no missing-nodes placeholders, no missing-nodes dialog.
     loaded = result["load"]["nodes"]
     assert sorted(n["type"] for n in loaded) == sorted(n["type"] for n in shipped["nodes"])
@@ -290,7 +290,7 @@ def test_workflow_in_browser(server, workflow, tmp_path):
 def test_missing_node_type_is_caught(server, tmp_path):
     """The load checks above can fail: a node type nobody registers is flagged on the canvas and reported to the
     user (a dialog in older frontends, a toast in newer ones)."""
-    workflow = json.loads((ROOT / "workflows" / WORKFLOWS[0]).read_text())
+    workflow = json.loads((ROOT / "example_workflows" / WORKFLOWS[0]).read_text())
     bogus = json.loads(json.dumps(next(n for n in workflow["nodes"] if n["type"] == "SeaCacheCosmos3Scheduler")))
     bogus.update(id=workflow["last_node_id"] + 1, type="SeaCacheNoSuchNode", pos=[0, -400], outputs=[])
     workflow["nodes"].append(bogus)

@@ -212,17 +212,6 @@ def test_prompt_states_the_sampled_latent_size(tiny):
     assert wide.shape[-3:] == (4, 4, 8)
 
 
-def test_saved_text_encode_nodes_ignore_their_size_widgets(tiny):
-    """Workflows saved with the first prompt nodes (width/height/length widgets) still run; the latent decides."""
-    old = tiny.ns.run_node("SeaCacheCosmos3TextEncode", cosmos3_text=tiny.text, prompt="a red fox running through snow",
-                           width=1280, height=720, length=189, **TEXT_DEFAULTS).outputs[0]
-    old_neg = tiny.ns.run_node("SeaCacheCosmos3TextEncodeNegative", cosmos3_text=tiny.text, prompt="",
-                               width=1280, height=720, length=189, **TEXT_DEFAULTS).outputs[0]
-    assert prompt_ids(old) == prompt_ids(tiny.encode())
-    assert torch.equal(tiny.sample(tiny.model, old, old_neg, steps=2), tiny.sample(tiny.model, steps=2))
-    assert tiny.ns.node("SeaCacheCosmos3TextEncode").GET_SCHEMA().is_deprecated
-
-
 def test_negative_encode_uses_checkpoint_prompt_and_inverse_templates(tiny):
     neg = prompt_ids(tiny.encode("", negative=True))
     expected = tiny.text.tokenizer.encode(tiny.text.negative_prompt, negative=True, width=64, height=64, frames=9, fps=24.0)

@@ -163,8 +163,30 @@ def test_cpu_residual_storage_and_window(tiny):
     assert torch.equal(tiny.sample(tiny.seacache(residual_storage="cpu"), steps=STEPS), a)
     windowed = tiny.seacache(start_percent=0.5, end_percent=1.0)
     tiny.sample(windowed, steps=STEPS)
-    early = [r for r in last_report(windowed)["records"] if r["step"] < STEPS // 2]
-    assert all(r["decision"] != "reused" for r in early)
+    start_sigma = windowed.get_model_object("model_sampling").percent_to_sigma(0.5)
+    records = last_report(windowed)["records"]
+    assert all(r["decision"] != "reused" for r in records if r["sigma"] > start_sigma)
+    assert any(r["reason"] == "window" for r in records)
+    assert any(r["decision"] == "reused" for r in records if r["sigma"] <= start_sigma)
+
+
+def test_window_is_comfyui_sampling_percent(tiny):
+    """start/end_percent are ComfyUI's sampling percents (percent_to_sigma, as its EasyCache reads them), turned
+    into the run's steps at run start; the defaults 0 and 1 allow every step of any schedule."""
+    patched = tiny.seacache(start_percent=0.3, end_percent=0.8)
+    settings = patched.model_options["transformer_options"]["seacache"]
+    sampling = patched.get_model_object("model_sampling")
+    shift = sampling.shift  # flow: percent p is the shifted time 1 - p
+    high, low = (shift * t / (1 + (shift - 1) * t) for t in (0.7, 0.2))
+    assert (sampling.percent_to_sigma(0.3), sampling.percent_to_sigma(0.8)) == pytest.approx((high, low))
+    assert shift == 10.0 and 0.75 < high < 0.96 and 0.71 < low < 0.75
+    sigmas = torch.tensor([1.0, 0.9, 0.75, 0.5, 0.3, 0.1, 0.0])
+    assert settings.step_window(sampling, sigmas) == (1 / 6, 2 / 6)  # sigmas 0.9 and 0.75 lie in [low, high]
+    default = tiny.seacache().model_options["transformer_options"]["seacache"]
+    assert default.step_window(sampling, sigmas) == (0.0, 5 / 6)
+    assert default.step_window(sampling, torch.tensor([14.6, 3.0, 0.03, 0.0])) == (0.0, 2 / 3)  # not a flow range
+    late = tiny.seacache(start_percent=0.6, end_percent=0.62).model_options["transformer_options"]["seacache"]
+    assert late.step_window(sampling, sigmas) == (1.0, 1.0)  # sigmas 0.87 to 0.86: no step inside, nothing reused
 
 
 @pytest.mark.parametrize("keys", [["diffusion_model"], ["diffusion_model.layers.0", "diffusion_model.layers.1"]], ids=["whole", "layers"])
@@ -190,7 +212,8 @@ def test_stats_node_outputs_summary_chart_and_ui(tiny):
     assert torch.equal(passed["samples"], samples)
     assert f"{report['calls']} calls, {report['ran']} ran the stack, {report['reused']} reused" in summary
     assert image.shape[0] == 1 and image.shape[-1] == 3 and image.shape[1] > 100
-    assert res.ui["seacache"][0]["calls"] == report["calls"] and res.ui["images"]
+    assert res.ui["seacache"][0]["calls"] == report["calls"]
+    assert "images" not in res.ui  # the chart shows once on the node: the extension draws it from the report
 
 
 def test_stats_before_any_run_and_on_plain_model(tiny):
@@ -228,3 +251,18 @@ def test_gate_input_selects_the_same_sigma_gate(tiny):
     first = lambda model: last_report(model)["records"][1]["distance"]  # noqa: E731
     assert 0 < first(same) < first(paper)
     assert last_report(same)["reused"] == 0
+
+
+def test_expert_inputs_are_folded_and_tooltips_fit_the_canvas(tiny):
+    """Only model, threshold and residual_storage show by default where the running ComfyUI knows `advanced`;
+    every tooltip is one short sentence (the README carries the detail)."""
+    import inspect
+
+    from comfy_api.latest import io
+
+    inputs = {i.id: i for i in tiny.ns.node("SeaCacheApply").GET_SCHEMA().inputs}
+    assert all(i.tooltip and len(i.tooltip) <= 120 and i.tooltip.count(". ") == 0 for i in inputs.values())
+    assert "0 = never reuse" in inputs["max_consecutive"].tooltip and "Sampling percent" in inputs["start_percent"].tooltip
+    if "advanced" in inspect.signature(io.Input.__init__).parameters:
+        assert {name for name, i in inputs.items() if not i.advanced} == {"model", "threshold", "residual_storage"}
+        assert "advanced" in inputs["end_percent"].as_dict() and inputs["end_percent"].as_dict()["advanced"] is True

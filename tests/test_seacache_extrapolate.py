@@ -1,4 +1,4 @@
-"""Residual extrapolation and its bounded history (spec section 3)."""
+"""Residual extrapolation and its bounded history (docs/algorithm.md §6)."""
 
 import pytest
 import torch

@@ -1,11 +1,11 @@
-"""SeaCacheGate: decisions, prediction, bookkeeping (spec sections 2-4)."""
+"""SeaCacheGate: decisions, prediction, bookkeeping (docs/algorithm.md §5-7, §9)."""
 
 import json
 
 import pytest
 import torch
 
-from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter
+from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter_float32
 
 SHAPE = (1, 3, 4, 6, 8)
 
@@ -98,7 +98,7 @@ def test_accumulates_distance_and_resets_on_compute():
     sig = _sigmas(10)
     acc = 0.0
     for step, rec in enumerate(gate.stats.records[1:-1], start=1):
-        d = rel_l1(sea_filter(latents[step], sig[step]), sea_filter(latents[step - 1], sig[step - 1]))
+        d = rel_l1(sea_filter_float32(latents[step], sig[step]), sea_filter_float32(latents[step - 1], sig[step - 1]))
         assert rec.distance == pytest.approx(d, rel=1e-5)
         acc += d
         assert rec.accumulated == pytest.approx(acc, rel=1e-5)
@@ -246,12 +246,12 @@ def test_off_schedule_and_repeat_are_computed_and_reported():
     state = gate.branch_state("c")
     assert (state.accumulated, state.consecutive, state.last_step, state.last_sigma) == before[:4]
     assert [s for s, _ in state.history.records] == [0, 2]  # the real residual of step 2 joins the history
-    assert torch.allclose(state.indicator, sea_filter(lat[3], sig[2], 3.0).float())
+    assert torch.allclose(state.indicator, sea_filter_float32(lat[3], sig[2], 3.0))
     assert [(r.step, r.decision, r.reason) for r in gate.stats.records[-2:]] == [
         (None, "forced", "off_schedule"), (2, "forced", "repeat")]
     d, applied = _call(gate, ["c"], lat[3], sig[3], 3, 8)  # the run continues, comparing with the repeat
     assert applied and gate.branch_state("c").consecutive == 3
-    expected = rel_l1(sea_filter(lat[3], sig[3], 3.0), sea_filter(lat[3], sig[2], 3.0))
+    expected = rel_l1(sea_filter_float32(lat[3], sig[3], 3.0), sea_filter_float32(lat[3], sig[2], 3.0))
     assert d.distance == pytest.approx(expected, rel=1e-4)  # measured against the repeat, not step 2's first call
     assert gate.stats.calls == 6 and gate.stats.ran == 3
 
@@ -393,4 +393,4 @@ def test_entry_points_are_not_traced_by_torch_compile():
 
     torch.testing.assert_close(model_call(lat), lat + 1)
     assert gate.stats.calls == 1 and gate.stats.records[0].reason == "warmup"
-    torch.testing.assert_close(gate.branch_state("c").indicator, sea_filter(lat, 0.5))
+    torch.testing.assert_close(gate.branch_state("c").indicator, sea_filter_float32(lat, 0.5))

@@ -1,4 +1,4 @@
-"""The example workflows in workflows/: their graph and recipe without ComfyUI, and a real end-to-end run of each
+"""The example workflows in example_workflows/: their graph and recipe without ComfyUI, and a real end-to-end run of each
 (converted like the frontend would, validated by ComfyUI, executed node by node) on a tiny checkpoint."""
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ def test_workflow_files():
 def test_pack_node_ids_scan():
     assert wr.pack_node_ids() == {
         "SeaCacheCosmos3Loader", "SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative",
-        "SeaCacheCosmos3TextEncode", "SeaCacheCosmos3TextEncodeNegative",  # kept for saved workflows
         "SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3Scheduler",
         "SeaCacheCosmos3DistilledScheduler", "SeaCacheCosmos3CFGGuider", "SeaCacheApply", "SeaCacheStats",
         "SeaCacheCosmos3EmptyAVLatent", "SeaCacheCosmos3AddSound", "SeaCacheCosmos3SoundDecode",
@@ -301,6 +300,27 @@ def test_sound_workflow_recipe_and_wiring():
 
 
 # ----------------------------------------------------------------------------- with ComfyUI
+
+def test_comfyui_lists_the_templates(comfy, tmp_path, monkeypatch):
+    """ComfyUI's own template route lists every shipped workflow under the pack's folder name and serves the folder
+    (example_workflows/ is the name ComfyUI asks for; other names it accepts log a request to rename)."""
+    import asyncio
+
+    from aiohttp import web
+    from app.custom_node_manager import CustomNodeManager
+
+    custom_nodes = tmp_path / "custom_nodes"
+    (custom_nodes / "ComfyUI-SeaCache").mkdir(parents=True)
+    (custom_nodes / "ComfyUI-SeaCache" / wr.WORKFLOWS_DIR.name).symlink_to(wr.WORKFLOWS_DIR, target_is_directory=True)
+    monkeypatch.setitem(comfy.folder_paths.folder_names_and_paths, "custom_nodes", ([str(custom_nodes)], set()))
+    routes, app = web.RouteTableDef(), web.Application()
+    CustomNodeManager().add_routes(routes, app, [("ComfyUI-SeaCache", str(custom_nodes / "ComfyUI-SeaCache"))])
+    (listing,) = [r.handler for r in routes if getattr(r, "path", None) == "/workflow_templates"]
+    listed = json.loads(asyncio.run(listing(None)).text)
+    assert {k: sorted(v) for k, v in listed.items()} == {"ComfyUI-SeaCache": sorted(Path(n).stem for n in ALL)}
+    served = [r.canonical for r in app.router.resources()]
+    assert served == ["/api/workflow_templates/ComfyUI-SeaCache"]
+
 
 TINY_NAME = "tiny-cosmos3"
 SOUND_NAME = "tiny-cosmos3-sound"

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 PACK_ROOT = Path(__file__).resolve().parents[1]
-WORKFLOWS_DIR = PACK_ROOT / "workflows"
+WORKFLOWS_DIR = PACK_ROOT / "example_workflows"  # the folder ComfyUI lists as the pack's templates
 
 # Frontend-only nodes: drawn on the canvas, never sent to the server.
 VIRTUAL_NODE_TYPES = frozenset({"Note", "MarkdownNote", "Reroute", "PrimitiveNode"})

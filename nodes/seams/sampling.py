@@ -1,4 +1,4 @@
-"""The sampler's latent in the flow convention the SEA filter expects (spec section 1: x = (1 - s) x0 + s eps).
+"""The sampler's latent in the flow convention the SEA filter expects (docs/algorithm.md §2: x = (1 - s) x0 + s eps).
 
 ComfyUI models keep the latent in their sampling type's own form, told by ``model_sampling.noise_scaling``:
 flow matching (CONST) carries ``(1 - sigma) x0 + sigma eps`` (already the filter's form); epsilon/v-prediction
