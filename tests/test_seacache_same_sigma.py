@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, replay, sea_filter
+from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, replay, sea_filter_float32
 
 SHAPE = (1, 3, 4, 6, 8)
 SAME = dict(gate="sea_same_sigma")
@@ -38,8 +38,8 @@ def test_distance_filters_both_latents_at_the_current_sigma():
     gate = _run(SeaCacheConfig(threshold=100.0, **SAME), [a, b], sigmas=[0.99, 0.98])
     paper = _run(SeaCacheConfig(threshold=100.0), [a, b], sigmas=[0.99, 0.98])
     same = gate.stats.records[1].distance
-    assert same == pytest.approx(rel_l1(sea_filter(b, 0.98), sea_filter(a, 0.98)), rel=1e-5)
-    assert paper.stats.records[1].distance == pytest.approx(rel_l1(sea_filter(b, 0.98), sea_filter(a, 0.99)), rel=1e-5)
+    assert same == pytest.approx(rel_l1(sea_filter_float32(b, 0.98), sea_filter_float32(a, 0.98)), rel=1e-5)
+    assert paper.stats.records[1].distance == pytest.approx(rel_l1(sea_filter_float32(b, 0.98), sea_filter_float32(a, 0.99)), rel=1e-5)
     assert paper.stats.records[1].distance > 2 * same  # near sigma 1 the filter's own change dominates the paper's
     torch.testing.assert_close(gate.branch_state("c").indicator, b)  # the state keeps the raw latent
 
