@@ -5,18 +5,21 @@ sampler (SamplerCustomAdvanced + CFGGuider + uni_pc_bh2); without it, through th
 flow-matching Euler sampler. Either way it prints the step timeline, the estimated speedup (calls / calls that ran
 the stack) and the measured one: the wall time of whole uncached and SeaCache sampling runs after a short
 warm-up, denormal floats flushed as the benchmarks do. With ``--repeats 2`` or more the runs interleave (uncached,
-SeaCache, SeaCache, uncached, ...) so that a machine whose load drifts slows both alike. The default `medium`
+SeaCache, SeaCache, uncached, ...) so that a machine whose load drifts slows both alike; without ComfyUI it also
+prints the median cost of an uncached, a computed and a reused model call and the speedup they give, which load
+bursts from other jobs on the machine barely move. The default `medium`
 preset (hidden 512, 8 layers) is small enough for a CPU, yet its generator stack dominates a model call as
 Cosmos3-Nano's does; on `tiny` the stack costs less than the rest of a call, so the measured speedup stays well
 below the estimate. Random weights: the video is noise; this shows the machinery and its timing, not image quality.
 
-    python scripts/demo_t2v.py [--preset tiny|medium] [--steps 35] [--repeats 1]
+    python scripts/demo_t2v.py [--preset tiny|medium] [--steps 35] [--repeats 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -99,20 +102,38 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
         model.call_gen_stack = SeaCachedCosmos3(model, session)
         if session is not None:
             session.set_schedule(sigmas)
+        seconds = []
         with torch.no_grad():
             for i in range(steps):
+                start = time.perf_counter()
                 v = model(x.expand(2, -1, -1, -1, -1), sigmas[i].expand(2), tokens, fps=24.0, transformer_options=options)
+                seconds.append(time.perf_counter() - start)
                 x = x + (sigmas[i + 1] - sigmas[i]) * (v[1:] + 6.0 * (v[:1] - v[1:]))
-        return x
+        return seconds
 
-    last = {}
+    last, calls = {}, {"uncached": [], "computed": [], "reused": []}  # seconds per model call of the timed runs
+
+    def sample_uncached(n):
+        seconds = sample(None, n)
+        if n == steps:
+            calls["uncached"] += seconds
 
     def sample_seacache(n):
         last["session"] = SeaCacheSession(SeaCacheConfig())
-        sample(last["session"], n)
+        seconds = sample(last["session"], n)
+        if n == steps:
+            for record, second in zip(last["session"].stats.records, seconds):
+                calls["reused" if record.decision == "reused" else "computed"].append(second)
 
-    times = interleaved_times(lambda n: sample(None, n), sample_seacache, steps, repeats)
-    print(last["session"].stats.summary())
+    times = interleaved_times(sample_uncached, sample_seacache, steps, repeats)
+    stats = last["session"].stats
+    print(stats.summary())
+    median = {kind: statistics.median(values) for kind, values in calls.items() if values}
+    if len(median) == 3:  # a run with reused calls: the speedup the median call costs give, robust to load bursts
+        seacache_s = stats.full * median["computed"] + stats.reused * median["reused"]
+        from_medians = stats.calls * median["uncached"] / seacache_s
+        print(f"median model call: uncached {median['uncached'] * 1e3:.0f} ms, SeaCache computed "
+              f"{median['computed'] * 1e3:.0f} ms, reused {median['reused'] * 1e3:.0f} ms -> {from_medians:.2f}x")
     return times, last["session"].report("completed")
 
 
@@ -120,7 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="medium", choices=["tiny", "medium"])
     parser.add_argument("--steps", type=int, default=35)
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs of each variant, interleaved")
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs of each variant, interleaved")
     parser.add_argument("--chart", help="also save the SeaCache timeline chart (PNG) here")
     args = parser.parse_args()
     torch.set_flush_denormal(True)  # random-weight trajectories can drift into slow denormal floats in one variant

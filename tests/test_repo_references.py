@@ -19,12 +19,20 @@ TEXT_SUFFIXES = {".py", ".md", ".js", ".mjs", ".toml", ".txt", ".json", ""}
 
 
 def tracked_text_files() -> list[Path]:
-    """The repository's files (tracked or new, not ignored) that hold prose or code."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    ).stdout.split()
-    files = [ROOT / name for name in listed]
+    """The repository's files (tracked or new, not ignored) that hold prose or code; without git (a source
+    archive), every file outside hidden folders, virtual environments and node_modules."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        ).stdout.split()
+        files = [ROOT / name for name in listed]
+    except (OSError, subprocess.CalledProcessError):
+        skipped = {"node_modules", "__pycache__"}
+        files = [
+            f for f in ROOT.rglob("*")
+            if not any(part.startswith(".") or part in skipped for part in f.relative_to(ROOT).parts[:-1])
+        ]
     return [f for f in files if f.is_file() and f.suffix in TEXT_SUFFIXES and f.stat().st_size < 2_000_000]
 
 
