@@ -89,7 +89,7 @@ def main() -> None:
     make_tiny_checkpoint(os.path.join(root, f"cosmos3-{args.preset}"), preset=args.preset)
     ns.folder_paths.add_model_folder_path("diffusion_models", root, is_default=True)
     pack = comfyui_harness.load_pack_with_comfyui_loader(ns)
-    model, vae, text = ns.run_node("SeaCacheCosmos3Loader", checkpoint=f"cosmos3-{args.preset}", weight_dtype="default").outputs
+    model, vae, text, _audio_vae = ns.run_node("SeaCacheCosmos3Loader", checkpoint=f"cosmos3-{args.preset}", weight_dtype="default").outputs
     run = Tiny(ns, pack, f"cosmos3-{args.preset}", model, vae, text)
     size = dict(width=args.width, height=args.height, length=args.length)
     positive = run.encode("a red fox running through deep fresh snow at dawn, cinematic, detailed fur")

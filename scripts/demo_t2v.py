@@ -130,7 +130,7 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
     print(stats.summary())
     median = {kind: statistics.median(values) for kind, values in calls.items() if values}
     if len(median) == 3:  # a run with reused calls: the speedup the median call costs give, robust to load bursts
-        seacache_s = stats.full * median["computed"] + stats.reused * median["reused"]
+        seacache_s = stats.ran * median["computed"] + stats.reused * median["reused"]
         from_medians = stats.calls * median["uncached"] / seacache_s
         print(f"median model call: uncached {median['uncached'] * 1e3:.0f} ms, SeaCache computed "
               f"{median['computed'] * 1e3:.0f} ms, reused {median['reused'] * 1e3:.0f} ms -> {from_medians:.2f}x")
