@@ -38,7 +38,7 @@ def counted_calls(tiny, model, counter):
 
 
 def decisions(model):
-    return [r["decision"] for r in model.model_options["transformer_options"]["seacache"].last_run["records"]]
+    return [r["decision"] for r in model.model_options["transformer_options"]["seacache_settings"].last_run["records"]]
 
 
 @pytest.mark.parametrize("order", ["compile, then SeaCache Apply", "SeaCache Apply, then compile"])

@@ -174,7 +174,7 @@ def test_window_is_comfyui_sampling_percent(tiny):
     """start/end_percent are ComfyUI's sampling percents (percent_to_sigma, as its EasyCache reads them), turned
     into the run's steps at run start; the defaults 0 and 1 allow every step of any schedule."""
     patched = tiny.seacache(start_percent=0.3, end_percent=0.8)
-    settings = patched.model_options["transformer_options"]["seacache"]
+    settings = patched.model_options["transformer_options"]["seacache_settings"]
     sampling = patched.get_model_object("model_sampling")
     shift = sampling.shift  # flow: percent p is the shifted time 1 - p
     high, low = (shift * t / (1 + (shift - 1) * t) for t in (0.7, 0.2))
@@ -182,10 +182,10 @@ def test_window_is_comfyui_sampling_percent(tiny):
     assert shift == 10.0 and 0.75 < high < 0.96 and 0.71 < low < 0.75
     sigmas = torch.tensor([1.0, 0.9, 0.75, 0.5, 0.3, 0.1, 0.0])
     assert settings.step_window(sampling, sigmas) == (1 / 6, 2 / 6)  # sigmas 0.9 and 0.75 lie in [low, high]
-    default = tiny.seacache().model_options["transformer_options"]["seacache"]
+    default = tiny.seacache().model_options["transformer_options"]["seacache_settings"]
     assert default.step_window(sampling, sigmas) == (0.0, 5 / 6)
     assert default.step_window(sampling, torch.tensor([14.6, 3.0, 0.03, 0.0])) == (0.0, 2 / 3)  # not a flow range
-    late = tiny.seacache(start_percent=0.6, end_percent=0.62).model_options["transformer_options"]["seacache"]
+    late = tiny.seacache(start_percent=0.6, end_percent=0.62).model_options["transformer_options"]["seacache_settings"]
     assert late.step_window(sampling, sigmas) == (1.0, 1.0)  # sigmas 0.87 to 0.86: no step inside, nothing reused
 
 

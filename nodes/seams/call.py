@@ -36,6 +36,7 @@ class StackCall:
         self.outputs: list[torch.Tensor] = []
         self.done = False
 
+    @torch.compiler.disable
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
         """Stack output for these rows on a reused call (input plus the extrapolated residual), else None."""
         if self.reusing is None:
@@ -56,6 +57,7 @@ class StackCall:
         self.inputs.append(stack_in)
         return None
 
+    @torch.compiler.disable
     def leave(self, stack_out: torch.Tensor) -> None:
         """Record the computed output of the rows entered last; commit the residual after the last row."""
         self.outputs.append(stack_out)
