@@ -117,4 +117,4 @@ def test_gpu_check_smoke_runs_the_comfyui_stage(comfyui_path, tmp_path):
 def test_composition_table_prints_every_case(comfyui_path):
     out = bench("composition_table.py", comfyui=True)
     assert "| case (tiny Wan 2.1, CFG 5) | steps | threshold 0 bit-identical | error vs graph without SeaCache |" in out
-    assert "SkipLayerGuidanceDiT" in out and "EasyCache" in out
+    assert "SkipLayerGuidanceDiT after SeaCache Apply" in out and "WanContextWindowsManual" in out
