@@ -12,6 +12,11 @@ import torch
 MODELS = {"wan": "wan21_t2v", "flux": "flux"}
 
 
+def settings_text(settings: dict) -> str:
+    """SeaCache Apply's inputs as the benchmark prints them (what was measured, read from the settings used)."""
+    return ", ".join(f"{name} {value}" for name, value in settings.items())
+
+
 def run_core_model(ns, model: str, preset: str, steps: int, repeats: int) -> None:
     """Load the pack, build the model, time uncached and SeaCache runs (after one warm-up each), print the result.
 
@@ -20,7 +25,7 @@ def run_core_model(ns, model: str, preset: str, steps: int, repeats: int) -> Non
     torch.set_flush_denormal(True)
     import comfyui_harness
     import tiny_comfy_models
-    from anymodel_runs import last_report, sample, seacache
+    from anymodel_runs import APPLY_DEFAULTS, last_report, sample, seacache
 
     comfyui_harness.load_pack_with_comfyui_loader(ns)
     name = MODELS[model]
@@ -44,7 +49,7 @@ def run_core_model(ns, model: str, preset: str, steps: int, repeats: int) -> Non
     diff = (cached[-1][1] - plain[-1][1]).abs().max() / plain[-1][1].abs().max()
     print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, denormals flushed")
     print(f"model: {model} ({type(plain_model.model.diffusion_model).__name__}, preset {preset}, {params / 1e6:.1f}M params), "
-          f"latent {[1, *spec.latent]}, euler, CFG 5 (cond+uncond batched), {steps} steps, SeaCache defaults")
+          f"latent {[1, *spec.latent]}, euler, CFG 5 (cond+uncond batched), {steps} steps, SeaCache Apply: {settings_text(APPLY_DEFAULTS)}")
     print(f"seam: {report['seam']}")
     print(f"steps: {steps}   gated calls: {report['calls']}   reused: {report['reused']}   computed: {report['ran']}")
     print(f"wall time: uncached {t_plain:.2f} s, SeaCache {t_cached:.2f} s (median of {repeats})")

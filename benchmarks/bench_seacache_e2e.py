@@ -1,7 +1,8 @@
 """End-to-end SeaCache benchmark through ComfyUI's own sampler nodes (needs COMFYUI_PATH).
 
 Runs a Cosmos3 T2V generation on a generated random-weight checkpoint (preset ``medium`` by default) on the
-CPU, uncached and with SeaCache Apply at its defaults. Both variants get one warm-up run, then they take
+CPU, uncached and with SeaCache Apply at the published recipe's settings (the paper's gate, threshold 0.25,
+order 1: the tests' ``APPLY_DEFAULTS``). Both variants get one warm-up run, then they take
 turns (uncached, cached, cached, uncached, ...), so load from other processes on a shared machine hits them
 alike. Prints the wall times (min / median / max), the measured ratio of each adjacent pair and of the
 medians, the ideal ratio calls/full, and the per-call time of computed calls in both variants: when those
@@ -77,13 +78,12 @@ def main() -> None:
 
     torch.set_flush_denormal(True)  # random-weight trajectories can drift into slow denormal floats in one variant
     import comfyui_harness
-    from comfy_runs import Tiny
+    from anymodel_bench import run_core_model, settings_text
+    from comfy_runs import APPLY_DEFAULTS, Tiny
     from make_tiny_checkpoint import make_tiny_checkpoint
 
     ns = comfyui_harness.comfy_session(comfy_path)
     if args.model != "cosmos3":
-        from anymodel_bench import run_core_model
-
         return run_core_model(ns, args.model, args.preset, args.steps, args.repeats)
     root = tempfile.mkdtemp(prefix="seacache-bench-")
     make_tiny_checkpoint(os.path.join(root, f"cosmos3-{args.preset}"), preset=args.preset)
@@ -140,7 +140,7 @@ def main() -> None:
           f"load average {load:.2f} on {os.cpu_count()} cores, denormals flushed")
     print(f"model: preset {args.preset} (hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers), "
           f"latent {list(latent['samples'].shape)}, sampler uni_pc_bh2, CFG 6 (cond+uncond batched), "
-          f"{args.steps} steps, SeaCache defaults (threshold 0.25, order 1, max consecutive 2)")
+          f"{args.steps} steps, SeaCache Apply at the published recipe's settings: {settings_text(APPLY_DEFAULTS)}")
     print(f"runs: one warm-up each, then {args.repeats} of each variant in ABBA order ({' '.join('U' if k == 'plain' else 'S' for k in order)})")
     print(f"steps: {args.steps}   gated calls: {calls}   reused: {reused}   computed: {full}")
     print(f"wall time min / median / max: uncached {spread(wall_plain)} s, SeaCache {spread(wall_cached)} s")
