@@ -1,8 +1,8 @@
 """The Cosmos3 example workflows in a real browser: ComfyUI's own server (``main.py --cpu``) on a free loopback port with
 this pack as a custom node and tiny Cosmos3 checkpoints (one per family member's layout), its frontend in headless Chromium driven by
 ``tests/browser_run.mjs`` (playwright-core). The canvas must load with every node type known, the pack's web
-extension must not log errors, the queued prompt must succeed with a video (an image for text-to-image), and SeaCache
-Stats must draw its chart.
+extension must not log errors, the queued prompt must succeed with a video (an image for text-to-image; with an audio
+stream for the sound workflow), and SeaCache Stats must draw its chart.
 
 ``COMFYUI_FRONTEND_ROOT`` (optional) serves another frontend build, e.g. a newer ``comfyui_frontend_package/static``
 (``--front-end-root``), to check the workflows in a frontend newer than the one ComfyUI pins.
@@ -38,9 +38,11 @@ FAMILY = {
     "cosmos3_t2i_seacache.json": ("tiny-t2i", "diffusion_models"),
     "cosmos3_super_i2v_seacache.json": ("tiny-i2v", "diffusion_models"),
     "cosmos3_i2v_4step_seacache.json": ("tiny-i2v-4step", "diffusion_models"),
+    "cosmos3_t2v_sound_seacache.json": ("tiny-sound", "diffusion_models"),
 }
 IMAGE_WORKFLOWS = {"cosmos3_t2i_seacache.json"}
 FOUR_STEP_WORKFLOWS = {"cosmos3_i2v_4step_seacache.json"}
+SOUND_WORKFLOWS = {"cosmos3_t2v_sound_seacache.json"}
 PACK_DIR_NAME = "seacache_cosmos3"
 TINY_NAME = "tiny-cosmos3"
 TEST_IMAGE = "seacache_browser_test.png"
@@ -51,6 +53,7 @@ SIZE_WIDGETS = {"width": SIZE, "height": SIZE, "length": FRAMES}
 OVERRIDES = {
     "SeaCacheCosmos3Loader": {"checkpoint": TINY_NAME, "weight_dtype": "default"},
     "SeaCacheCosmos3EmptyLatentVideo": SIZE_WIDGETS,
+    "SeaCacheCosmos3EmptyAVLatent": SIZE_WIDGETS,  # fps stays 24, as on the prompt nodes
     "SeaCacheCosmos3ImageToVideo": SIZE_WIDGETS,
     "SeaCacheCosmos3Scheduler": {"steps": STEPS},
     # Above the default 0.25 so that a 6-step run of random weights reuses steps: the chart then has all three
@@ -75,6 +78,25 @@ def overrides_for(workflow: str) -> dict:
     if workflow in IMAGE_WORKFLOWS:
         overrides["SeaCacheCosmos3EmptyLatentVideo"] = {**SIZE_WIDGETS, "length": 1}
     return overrides
+
+
+def _skip_without_av_latents(workflow: str) -> None:
+    """Cosmos3 sound refuses by design on a ComfyUI without audio-video latents (no comfy/nested_tensor.py): skip
+    the sound workflow there, before it is queued."""
+    if workflow in SOUND_WORKFLOWS and not (Path(os.environ["COMFYUI_PATH"]) / "comfy" / "nested_tensor.py").is_file():
+        pytest.skip("this ComfyUI has no comfy/nested_tensor.py (audio-video latents): Cosmos3 sound refuses to run there")
+
+
+def _assert_audio_stream(path: Path) -> None:
+    """The saved video holds one video stream and the decoded sound: a 48 kHz stereo stream about as long as the clip."""
+    import av
+
+    with av.open(str(path)) as container:
+        streams = [stream.type for stream in container.streams]
+        assert sorted(streams) == ["audio", "video"], f"{path.name} has streams {streams}, expected one video and one audio"
+        audio = container.streams.audio[0]
+        assert audio.rate == 48000 and audio.channels == 2
+        assert sum(frame.samples for frame in container.decode(audio=0)) >= 0.9 * FRAMES / 24 * 48000
 
 
 def _chromium() -> str | None:
@@ -186,7 +208,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory):
-    """One ComfyUI server per module (both workflows share it), killed with its process group at the end."""
+    """One ComfyUI server per module (all workflows share it), killed with its process group at the end."""
     comfy_path, chromium, node = _requirements()
     srv = Server(comfy_path, tmp_path_factory.mktemp("comfyui_browser"))
     request.addfinalizer(srv.stop)
@@ -238,6 +260,7 @@ def _extension_errors(result: dict) -> list[str]:
 @pytest.mark.parametrize("workflow", WORKFLOWS + list(FAMILY))
 def test_workflow_in_browser(server, workflow, tmp_path):
     """Load, edit, queue and finish one shipped workflow in the browser as a user would (see the module docstring)."""
+    _skip_without_av_latents(workflow)
     screenshot = tmp_path / f"{Path(workflow).stem}.png"
     result = _run_driver(server, ROOT / "example_workflows" / workflow, screenshot)
     print(f"\nComfyUI at {os.environ['COMFYUI_PATH']}, frontend {result['frontendVersion']} "
@@ -272,6 +295,8 @@ def test_workflow_in_browser(server, workflow, tmp_path):
     assert saved_items, entry["outputs"]
     saved = server.base / "output" / saved_items[0]["subfolder"] / saved_items[0]["filename"]
     assert saved.is_file() and saved.stat().st_size > 0
+    if workflow in SOUND_WORKFLOWS:
+        _assert_audio_stream(saved)
     # SeaCache Stats: the server's report reached the node, and its bars are on the canvas in the report's colors.
     steps = 4 if workflow in FOUR_STEP_WORKFLOWS else STEPS  # 4-step: the checkpoint's own schedule
     report = entry["outputs"][ids["SeaCacheStats"]]["seacache"][0]
