@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from comfy_runs import TEXT_DEFAULTS, LayerCalls, prompt_ids, rel
+from comfy_runs import LayerCalls, prompt_ids, rel
 
 
 def decode(tiny, samples):
