@@ -131,7 +131,7 @@ class SeaCacheRun:
         each item (default: from the call's conditioning entries)."""
         x = video_stream(base_model, x)
         sigma = t.flatten()[:1]
-        if sigma.device.type == "mps":  # no float64 there: read the sigma here, and the gate reads its distances
+        if sigma.device.type not in ("cuda", "cpu"):  # float64 not everywhere (MPS): two reads, sigma read here
             sigma = float(sigma)
             scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
             latent = x if scale == 1.0 else x * scale
