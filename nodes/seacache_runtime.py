@@ -39,7 +39,7 @@ from .run_scope import run_scoped_option
 from .seams import select_seam
 from .seams.base import Seam
 from .seams.call import CALL_OPTION, RUN_OPTION, StackCall
-from .seams.sampling import flow_scale_and_sigma, video_stream
+from .seams.sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
 
 SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
@@ -129,10 +129,15 @@ class SeaCacheRun:
         """The gate's decision for one call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow
         convention the SEA filter assumes), as the call the seam enters and leaves. ``keys`` name the branch of
         each item (default: from the call's conditioning entries)."""
-        sigma = float(t.flatten()[0])
         x = video_stream(base_model, x)
-        scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
-        latent = x if scale == 1.0 else x * scale
+        sigma = t.flatten()[:1]
+        if sigma.device.type not in ("cuda", "cpu"):  # float64 not everywhere (MPS): two reads, sigma read here
+            sigma = float(sigma)
+            scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
+            latent = x if scale == 1.0 else x * scale
+        else:  # the gate reads sigma and distances in one transfer
+            scale, filter_sigma = flow_scale_and_sigma_on_device(base_model.model_sampling, sigma)
+            latent = scaled(x, scale)
         with self.lock:
             session = self.session
             if session.schedule is None and transformer_options.get("sample_sigmas") is not None:
@@ -204,6 +209,8 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     seam = select_seam(guider.model_patcher, guider.model_options)
     sigmas = args[3] if len(args) > 3 else kwargs["sigmas"]
     model_sampling = guider.model_patcher.get_model_object("model_sampling")
+    for sigma in sigmas.flatten().tolist():  # the gate maps each call's sigma on the device, unchecked
+        flow_scale_and_sigma(model_sampling, sigma)
     session = SeaCacheSession(settings.config, *settings.step_window(model_sampling, sigmas))
     run = SeaCacheRun(session, seam, settings)
     status = "failed"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -97,7 +97,7 @@ class SeaCacheGate:
         """The state of one branch (for inspection and tests), None if the branch has not been seen."""
         return self._states.get(key)
 
-    def _sea_filter(self, latent: torch.Tensor, sigma: float):
+    def _sea_filter(self, latent: torch.Tensor, sigma: float | torch.Tensor):
         """The SEA filter of this step for latents shaped like ``latent``, as a callable (float32 out)."""
         if latent.ndim == 5:
             frames, dims = latent.shape[2], (-3, -2, -1)
@@ -113,48 +113,46 @@ class SeaCacheGate:
 
         return sea_filter
 
-    def _distances(
-        self, keys: list[Hashable], indicators: dict[Hashable, torch.Tensor], dtype: torch.dtype, sea_filter
-    ) -> dict[Hashable, float]:
-        """Distance of each branch in `keys` to its previous indicator, synced to the host in one transfer."""
-        distances: dict[Hashable, float] = {}
-        pending: dict[Hashable, torch.Tensor] = {}
-        for key in keys:
-            state = self._states[key]
-            if state.indicator_dtype != dtype:
-                distances[key] = float("inf")
-            else:
-                pending[key] = self.indicator.distances(indicators[key], state.indicator, sea_filter).mean()
-        if pending:
-            distances.update(zip(pending, torch.stack(list(pending.values())).tolist()))
-        return distances
+    def _observe(self, groups, latent: torch.Tensor, filter_sigma: float | torch.Tensor):
+        """This step's SEA filter and each branch's indicator of ``latent`` (no host read)."""
+        sea_filter = self._sea_filter(latent, filter_sigma)
+        observed = self.indicator.observe(latent, sea_filter)
+        return sea_filter, {key: _select(observed, items) for key, items in groups.items()}
+
+    def _pending(self, keys, indicators: dict, dtype: torch.dtype, sea_filter) -> dict[Hashable, torch.Tensor]:
+        """On the device, the distance of each branch in ``keys`` whose previous indicator has ``dtype`` (a branch
+        of another dtype has distance +inf, see :meth:`_plans`)."""
+        return {
+            key: self.indicator.distances(indicators[key], self._states[key].indicator, sea_filter).mean()
+            for key in keys
+            if self._states[key].indicator_dtype == dtype
+        }
 
     def _plans(
         self,
         groups: dict[Hashable, tuple[int, ...]],
-        latent: torch.Tensor,
+        indicators: dict[Hashable, torch.Tensor],
+        distances: dict[Hashable, float],
         sigma: float,
         step: int,
         num_steps: int,
         reuse_allowed: bool,
-        filter_sigma: float,
     ) -> list[BranchPlan]:
-        """Per-branch verdicts of an on-schedule call (docs/algorithm.md §5), without touching any state."""
-        relations = {key: relation(self._states.get(key), step, sigma) for key in groups}
-        sea_filter = self._sea_filter(latent, filter_sigma)
-        observed = self.indicator.observe(latent, sea_filter)
-        indicators = {key: _select(observed, items) for key, items in groups.items()}
-        distances = self._distances([key for key in groups if relations[key] == NEXT], indicators, latent.dtype, sea_filter)
+        """Per-branch verdicts of an on-schedule call (docs/algorithm.md §5), without touching any state.
+        ``distances`` holds the host values of the branches measured (+inf for a NEXT branch not measured); only
+        those of NEXT branches count."""
         plans = []
         for key, items in groups.items():
-            if relations[key] == REPEAT:
+            call_relation = relation(self._states.get(key), step, sigma)
+            if call_relation == REPEAT:
                 plans.append(BranchPlan(key, items, frozen=False, reason="repeat", repeat=True, indicator=indicators[key]))
                 continue
             state = self._states.get(key)
-            reason = forced_reason(self.config, state, relations[key], step, num_steps, reuse_allowed)
+            distance = distances.get(key, float("inf")) if call_relation == NEXT else None
+            reason = forced_reason(self.config, state, call_relation, step, num_steps, reuse_allowed)
             accumulated = None
             if reason is None:
-                accumulated = state.accumulated + distances[key]
+                accumulated = state.accumulated + distance
                 reason = None if accumulated < self.config.threshold else "threshold"
             plans.append(
                 BranchPlan(
@@ -162,13 +160,45 @@ class SeaCacheGate:
                     items,
                     frozen=False,
                     reason=reason,
-                    reset=relations[key] == RESET,
-                    distance=distances.get(key),
+                    reset=call_relation == RESET,
+                    distance=distance,
                     accumulated=accumulated,
                     indicator=indicators[key],
                 )
             )
         return plans
+
+    def _decision(self, plans: list[BranchPlan], step: int | None, sigma: float, latent: torch.Tensor) -> Decision:
+        """The call's verdict from its branch plans, registered as in flight."""
+        reuse = all(not plan.frozen and plan.reason is None for plan in plans)
+        forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
+        reason = None if reuse else (forced[0] if forced else "threshold")
+        decision = Decision(
+            reuse,
+            reason,
+            _max(plan.distance for plan in plans),
+            _max(plan.accumulated for plan in plans),
+            step,
+            sigma,
+            tuple(plans),
+            latent.dtype,
+        )
+        self._in_flight.append(decision)
+        return decision
+
+    @staticmethod
+    def _check_keys(keys: list, latent: torch.Tensor) -> None:
+        if len(keys) != latent.shape[0]:
+            raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")
+
+    @staticmethod
+    def _check_step(step: int, num_steps: int) -> None:
+        if not 0 <= step < num_steps:
+            raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
+
+    @staticmethod
+    def _off_schedule(groups) -> list[BranchPlan]:
+        return [BranchPlan(key, items, frozen=True, reason="off_schedule") for key, items in groups.items()]
 
     @torch.compiler.disable
     def decide(
@@ -188,33 +218,52 @@ class SeaCacheGate:
         None for an evaluation off the schedule (forced compute, state untouched). `reuse_allowed=False` forces
         a compute (reason "window"). `filter_sigma` is the noise level in the flow convention the SEA filter
         assumes (latent = (1 - s) x0 + s eps); None means `sigma` already is one (flow-matching models).
+        One host read: the distances of the branches that continue from their previous step, together.
         """
         keys = list(keys)
-        if len(keys) != latent.shape[0]:
-            raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")
+        self._check_keys(keys, latent)
         sigma = float(sigma)
         groups = _group(keys)
         if step is None:
-            plans = [BranchPlan(key, items, frozen=True, reason="off_schedule") for key, items in groups.items()]
-        else:
-            if not 0 <= step < num_steps:
-                raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
-            plans = self._plans(groups, latent, sigma, step, num_steps, reuse_allowed, sigma if filter_sigma is None else float(filter_sigma))
-        reuse = all(not plan.frozen and plan.reason is None for plan in plans)
-        forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
-        reason = None if reuse else (forced[0] if forced else "threshold")
-        decision = Decision(
-            reuse,
-            reason,
-            _max(plan.distance for plan in plans),
-            _max(plan.accumulated for plan in plans),
-            step,
-            sigma,
-            tuple(plans),
-            latent.dtype,
-        )
-        self._in_flight.append(decision)
-        return decision
+            return self._decision(self._off_schedule(groups), step, sigma, latent)
+        self._check_step(step, num_steps)
+        sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else float(filter_sigma))
+        following = [key for key in groups if relation(self._states.get(key), step, sigma) == NEXT]
+        pending = self._pending(following, indicators, latent.dtype, sea_filter)
+        distances = dict(zip(pending, torch.stack(list(pending.values())).tolist())) if pending else {}
+        plans = self._plans(groups, indicators, distances, sigma, step, num_steps, reuse_allowed)
+        return self._decision(plans, step, sigma, latent)
+
+    @torch.compiler.disable
+    def decide_on_device(
+        self,
+        keys: Sequence[Hashable],
+        latent: torch.Tensor,
+        sigma: torch.Tensor,
+        locate: Callable[[float], tuple[int | None, int, bool]],
+        filter_sigma: torch.Tensor | None = None,
+    ) -> Decision:
+        """:meth:`decide` for a sigma that lives on the device, with one host read in all: the sigma and the
+        distances of every branch that has a previous indicator come back together, then ``locate(sigma)`` gives
+        ``(step, num_steps, reuse_allowed)`` and the branches are decided on the host exactly as :meth:`decide`
+        does (a distance measured for a branch that turns out not to continue from its previous step is ignored).
+        `sigma` and `filter_sigma` hold one value each (float64 on the latent's device keeps the decisions those of
+        the host floats)."""
+        keys = list(keys)
+        self._check_keys(keys, latent)
+        groups = _group(keys)
+        sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else filter_sigma)
+        pending = self._pending([key for key in groups if key in self._states], indicators, latent.dtype, sea_filter)
+        values = [sigma.reshape(1).to(device=latent.device, dtype=torch.float64)]
+        if pending:
+            values.append(torch.stack(list(pending.values())).to(torch.float64))
+        host_sigma, *measured = torch.cat(values).tolist()
+        step, num_steps, reuse_allowed = locate(host_sigma)
+        if step is None:
+            return self._decision(self._off_schedule(groups), step, host_sigma, latent)
+        self._check_step(step, num_steps)
+        plans = self._plans(groups, indicators, dict(zip(pending, measured)), host_sigma, step, num_steps, reuse_allowed)
+        return self._decision(plans, step, host_sigma, latent)
 
     def _check_in_flight(self, decision: Decision) -> None:
         if not any(d is decision for d in self._in_flight):

@@ -65,11 +65,27 @@ class SeaCacheSession:
             return False
         return self.start_percent <= step / self.steps <= self.end_percent
 
-    def decide(self, latent: torch.Tensor, sigma: float, keys: Sequence[Hashable], filter_sigma: float | None = None):
+    def decide(
+        self,
+        latent: torch.Tensor,
+        sigma: float | torch.Tensor,
+        keys: Sequence[Hashable],
+        filter_sigma: float | torch.Tensor | None = None,
+    ):
         """The gate's decision for one call at schedule sigma ``sigma`` (hosts whose stack is not one callable use
-        this, then ``gate.predict``/``gate.commit``); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`."""
+        this, then ``gate.predict``/``gate.commit``); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`. A
+        one-value tensor ``sigma`` (and ``filter_sigma``) on the latent's device is read in the gate's one host read
+        (:meth:`SeaCacheGate.decide_on_device`)."""
+        if isinstance(sigma, torch.Tensor):
+            return self.gate.decide_on_device(keys, latent, sigma, self.locate, filter_sigma)
+        step, steps, reuse_allowed = self.locate(sigma)
+        return self.gate.decide(keys, latent, sigma, step, steps, reuse_allowed, filter_sigma)
+
+    def locate(self, sigma: float) -> tuple[int | None, int, bool]:
+        """``(step, steps, reuse_allowed)`` of a call at ``sigma``: its step of the schedule (None off it), the
+        schedule's step count, and whether the step lies in the reuse window."""
         step = self.step_of(sigma)
-        return self.gate.decide(keys, latent, sigma, step, self.steps, self.reuse_allowed(step), filter_sigma)
+        return step, self.steps, self.reuse_allowed(step)
 
     def run(
         self,

@@ -161,6 +161,23 @@ def test_flow_scale_and_sigma_maps_each_sampling_type(comfy, import_pack_module)
         assert flow_scale_and_sigma(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
 
 
+def test_device_sigma_maps_and_scales_exactly_as_the_host_float(comfy, import_pack_module):
+    import comfy.model_sampling as ms
+
+    sampling = import_pack_module("nodes.seams.sampling")
+    x = torch.randn(2, 4, 3, 6, 8)
+    for kind, sigmas in ((ms.CONST, (0.9991, 0.37, 0.0213)), (ms.EPS, (14.6, 0.37, 0.0213))):
+        model_sampling = type("Sampling", (ms.ModelSamplingDiscrete, kind), {})()
+        for sigma in sigmas:
+            t = torch.tensor([sigma, sigma], dtype=torch.float32)
+            scale, filter_sigma = sampling.flow_scale_and_sigma(model_sampling, float(t[0]))
+            on_device = sampling.flow_scale_and_sigma_on_device(model_sampling, t[:1])
+            assert [float(v) for v in on_device] == [scale, filter_sigma]
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                latent = x.to(dtype)
+                assert torch.equal(sampling.scaled(latent, on_device[0]), latent * scale)
+
+
 def test_stats_node_names_the_residual_boundary(comfy, pack):
     spec = tiny_comfy_models.SPECS["flux"]
     patched = seacache(comfy, tiny_comfy_models.build("flux"))

@@ -78,3 +78,41 @@ def test_cpu_storage_run_is_bit_identical_to_compute_storage(order):
     assert torch.equal(cpu_latent, compute_latent)
     for key in BRANCHES:
         assert offloaded.gate.branch_state(key).history.buffers_allocated == order + 1
+
+
+def _session_run(gate_kind: str, device_sigma: bool):
+    """A schedule gated call by call as ComfyUI calls it (cond + uncond batched, a repeated step, an off-schedule
+    call, a latent of another dtype, a restart), with host float sigmas or one-value device ones; the session,
+    the indicators after each call and the host reads."""
+    sigmas = reference_sigmas(12, 5.0).tolist()
+    session = SeaCacheSession(SeaCacheConfig(threshold=0.3, gate=gate_kind, order=1))
+    session.set_schedule(sigmas)
+    torch.manual_seed(0)
+    base, drift = torch.randn(1, 4, 3, 6, 8), torch.randn(1, 4, 3, 6, 8)
+    calls = [(i, torch.float32) for i in range(12)]
+    calls[5:5] = [(4, torch.float32), (None, torch.float32)]  # the step again, then halfway to the next sigma
+    calls[9:9] = [(8, torch.bfloat16), (2, torch.float32)]  # another dtype, then a restart (sigma goes up)
+    indicators, reads = [], HostReads()
+    for step, dtype in calls:
+        sigma = (sigmas[4] + sigmas[5]) / 2 if step is None else sigmas[step]
+        latent = (base + 0.02 * (step or 4.5) * drift).expand(2, -1, -1, -1, -1).to(dtype)
+        sigma = torch.tensor([sigma], dtype=torch.float32, device="cpu").double()  # a "device" tensor for HostReads
+        sigma = sigma if device_sigma else float(sigma)
+        filter_sigma = sigma / (1.0 + sigma)  # an epsilon-prediction mapping, on the device or the host
+        with reads:
+            decision = session.decide(latent, sigma, ["c", "u"], filter_sigma)
+        session.gate.commit(decision, torch.randn(2, 5) if not decision.reuse else None)
+        indicators.append([session.gate.branch_state(k).indicator.clone() for k in ("c", "u")])
+    return session, indicators, Counter(site.rsplit(":", 1)[0] for _, site in reads.reads), len(calls)
+
+
+@pytest.mark.parametrize("gate_kind", ["sea", "sea_same_sigma"])
+def test_a_device_sigma_decides_exactly_as_a_host_one_in_one_read_per_call(gate_kind):
+    host, host_indicators, host_reads, calls = _session_run(gate_kind, device_sigma=False)
+    device, device_indicators, device_reads, _ = _session_run(gate_kind, device_sigma=True)
+    assert host.stats.reused > 0 and {r.reason for r in host.stats.records} >= {"repeat", "off_schedule", "reset"}
+    assert [vars(r) for r in device.stats.records] == [vars(r) for r in host.stats.records]
+    for on_device, on_host in zip(device_indicators, host_indicators):
+        assert all(torch.equal(a, b) for a, b in zip(on_device, on_host))
+    assert device_reads == {"seacache_core/gate.py": calls}  # the sigma with the distances, every call
+    assert host_reads["seacache_core/gate.py"] < calls  # the host path reads distances only, when a branch follows

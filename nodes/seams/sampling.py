@@ -14,19 +14,38 @@ import math
 import torch
 
 
+def _weights(model_sampling, sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The noise and clean-latent weights ``(a, b)`` of the model's latent at ``sigma`` (float64, where it lives)."""
+    one, zero = torch.ones_like(sigma), torch.zeros_like(sigma)
+    a = model_sampling.noise_scaling(sigma, one.clone(), zero.clone())
+    b = model_sampling.noise_scaling(sigma, zero.clone(), one.clone())
+    return a, b
+
+
 def flow_scale_and_sigma(model_sampling, sigma: float) -> tuple[float, float]:
     """``(scale, sigma_flow)`` with ``scale * x = (1 - sigma_flow) x0 + sigma_flow eps`` for the sampler's latent x
     at ``sigma``; ValueError for a sampling type that is not a noise schedule of that form."""
-    s = torch.tensor([float(sigma)], dtype=torch.float64)
-    one, zero = torch.ones(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)
-    a = float(model_sampling.noise_scaling(s, one.clone(), zero.clone()))
-    b = float(model_sampling.noise_scaling(s, zero.clone(), one.clone()))
+    a, b = (float(w) for w in _weights(model_sampling, torch.tensor([float(sigma)], dtype=torch.float64)))
     if not (math.isfinite(a) and math.isfinite(b)) or a < 0 or b < 0 or a + b <= 0:
         raise ValueError(
             f"SeaCache Apply needs a flow-matching or epsilon/v-prediction model; this model's sampling "
             f"({type(model_sampling).__name__}) does not mix clean latent and noise (weights {b}, {a})."
         )
     return 1.0 / (a + b), a / (a + b)
+
+
+def flow_scale_and_sigma_on_device(model_sampling, sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`flow_scale_and_sigma` of a one-value sigma tensor, computed where it lives (float64, the same operations,
+    so the same values) without a host read and without the check: the run checks its schedule at run start."""
+    a, b = _weights(model_sampling, sigma.reshape(1).to(torch.float64))
+    return 1.0 / (a + b), a / (a + b)
+
+
+def scaled(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x * scale`` for a one-value tensor ``scale``, rounded as ``x * float(scale)`` is (the product in float32 for
+    half types, ``x``'s dtype out)."""
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    return (x.to(compute) * scale.to(compute)).to(x.dtype)
 
 
 def video_stream(base_model, x: torch.Tensor) -> torch.Tensor:
