@@ -48,6 +48,7 @@ from seacache_host import SeaCachedCosmos3  # noqa: E402
 from cosmos3 import reference_sigmas  # noqa: E402
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheSession  # noqa: E402
 from seacache_core.distance import item_distances  # noqa: E402
+from seacache_core.indicator import SameSigmaIndicator  # noqa: E402
 
 SHIFTS = (3.0, 5.0, 10.0)
 SPEEDUP = 1.8  # the published operating point: full calls = steps / 1.8
@@ -57,11 +58,9 @@ QUICK_THRESHOLDS = {"sea": (0.1, 0.4), "sea_same_sigma": (0.03, 0.15), "unfilter
 CALIBRATION_PAIRS = range(1000, 1003)
 
 
-class UnfilteredIndicator:
-    """Benchmark-only gate indicator: the raw noisy latent, no SEA filter (what the filter is compared with)."""
-
-    def observe(self, latent: torch.Tensor, sea_filter) -> torch.Tensor:
-        return latent.detach().to(torch.float32, copy=True)
+class UnfilteredIndicator(SameSigmaIndicator):
+    """Benchmark-only gate indicator: the raw noisy latent, no SEA filter (what the filter is compared with); it
+    stores the latent as the same-sigma gate does and compares it unfiltered."""
 
     def distances(self, current: torch.Tensor, previous: torch.Tensor, sea_filter) -> torch.Tensor:
         return item_distances(current, previous)

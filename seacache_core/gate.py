@@ -344,6 +344,7 @@ class SeaCacheGate:
             StepRecord(decision.step, decision.sigma, decision.distance, decision.accumulated, kind, reason, branches)
         )
 
+    @torch.compiler.disable
     def discard(self, decision: Decision) -> None:
         """Drop an uncommitted decision whose call ran without passing the stack (branch states and statistics
         stay untouched, as for a call the gate never saw)."""

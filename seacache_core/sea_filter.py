@@ -80,10 +80,11 @@ def _to_device(tensor: torch.Tensor, device) -> torch.Tensor:
 class GainCache:
     """Per-run cache of rfft gains keyed by (filtered shape, sigma, power, device), for sigmas the host knows.
 
-    `builds` counts the gains actually built, so a test or benchmark can show that a step builds its gain once
+    `builds` counts the gains built for host sigmas, so a test or benchmark can show that a step builds its gain once
     whatever the batch size. Only the `max_entries` most recently used gains are kept (a run needs one per step).
     A sigma that lives on the device (no host read) builds its gain there from axis priors kept per (length, power,
-    device): a few elementwise operations on the axis lengths, no transfer and no host wait.
+    device): a few elementwise operations on the axis lengths, no transfer and no host wait (not counted in
+    `builds`: it is built on every call).
     """
 
     def __init__(self, max_entries: int = 4) -> None:

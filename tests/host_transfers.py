@@ -14,7 +14,6 @@ they go host to device or stay put); the pack writes host copies as ``.cpu()`` /
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 import torch
@@ -71,6 +70,3 @@ class HostReads(TorchFunctionMode):
                     self._host[value] = True
         return out
 
-    def by_site(self) -> Counter:
-        """Reads per (operation, source line)."""
-        return Counter(self.reads)

@@ -178,7 +178,7 @@ def test_device_sigma_maps_and_scales_exactly_as_the_host_float(comfy, import_pa
                 assert torch.equal(sampling.scaled(latent, on_device[0]), latent * scale)
 
 
-def test_stats_node_names_the_residual_boundary(comfy, pack):
+def test_stats_node_names_the_seam(comfy, pack):
     spec = tiny_comfy_models.SPECS["flux"]
     patched = seacache(comfy, tiny_comfy_models.build("flux"))
     samples = sample(comfy, patched, spec, steps=STEPS)

@@ -36,6 +36,15 @@ class StackCall:
         self.outputs: list[torch.Tensor] = []
         self.done = False
 
+    def predict_and_commit(self, like: torch.Tensor) -> torch.Tensor | None:
+        """The extrapolated stack residual shaped like ``like``, with the reuse committed; None when the history does
+        not fit (the call then computes). One place for both, under the run's lock."""
+        with self.lock:
+            predicted = self.gate.predict(self.decision, like)
+            if predicted is not None:
+                self.gate.commit(self.decision)
+        return predicted
+
     @torch.compiler.disable
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
         """Stack output for these rows on a reused call (input plus the extrapolated residual), else None."""
@@ -43,10 +52,7 @@ class StackCall:
             self.reusing = False
             if self.decision.reuse:
                 like = stack_in if stack_in.shape[0] == self.batch else stack_in[:1].expand(self.batch, *stack_in.shape[1:])
-                with self.lock:
-                    predicted = self.gate.predict(self.decision, like)
-                    if predicted is not None:
-                        self.gate.commit(self.decision)
+                predicted = self.predict_and_commit(like)
                 if predicted is not None:
                     self.reusing, self.predicted, self.done = True, predicted, True
         rows = stack_in.shape[0]

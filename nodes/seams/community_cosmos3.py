@@ -13,12 +13,12 @@ seam's.
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 
 import torch
 
 from .base import Seam
+from .block_stack import embedded_numel
 from .call import StackCall
 
 NAME = "Cosmos3 decoder-layer stack (community ComfyUI-Cosmos3)"
@@ -75,8 +75,7 @@ def _bind(base_model, call):
 
 def _residual_numel(diffusion_model, input_shape) -> int:
     """Generator tokens (the latent's elements over the patch embedding's input width) x hidden width."""
-    proj_in = diffusion_model.proj_in
-    return math.prod(input_shape[1:]) // proj_in.in_features * proj_in.out_features
+    return embedded_numel(diffusion_model.proj_in, input_shape)
 
 
 def seam_for(model_patcher, model_options: dict) -> Seam | None:

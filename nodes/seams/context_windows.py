@@ -29,7 +29,7 @@ STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedule
 
 def _branch_key(index: int, item: int) -> str:
     """Branch of one conditioning list of ``calc_cond_batch`` (0 cond, 1 uncond, further lists by index)."""
-    return f"{('cond', 'uncond')[index] if index < 2 else f'cond{index}'}0/{item}"
+    return f"{('cond0', 'uncond0')[index] if index < 2 else f'cond{index}'}/{item}"
 
 
 def _frames_of(x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
@@ -95,10 +95,7 @@ class WindowedStep:
             items, full_frames = len(self.active) * self.full.shape[0], self.full.shape[2]
             if self.call.decision.reuse:
                 like = stack_in.new_empty((items, full_frames * features))
-                with self.call.lock:
-                    predicted = self.call.gate.predict(self.call.decision, like)
-                    if predicted is not None:
-                        self.call.gate.commit(self.call.decision)
+                predicted = self.call.predict_and_commit(like)
                 if predicted is not None:
                     self.reusing, self.call.done = True, True
                     self.predicted = predicted.reshape(items, full_frames, features)
