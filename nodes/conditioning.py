@@ -15,6 +15,7 @@ from comfy_api.latest import io
 from ..cosmos3.schedule import reference_sigmas
 
 LATENT_CHANNELS = 48
+TEMPORAL = 4  # VAE temporal compression: latent frame t > 0 covers video frames 4t-3 .. 4t
 SPATIAL = 16  # VAE downsampling; an odd latent size is zero-padded to the 2x2 patch by the model
 PIXEL_STEP = 16
 
@@ -36,7 +37,12 @@ def check_size(width: int, height: int, frames: int) -> None:
 
 def latent_shape(batch: int, width: int, height: int, frames: int) -> list[int]:
     """ComfyUI latent shape of a Cosmos3 clip (Wan2.2 VAE: 4x temporal, 16x spatial, 48 channels)."""
-    return [batch, LATENT_CHANNELS, (frames - 1) // 4 + 1, height // SPATIAL, width // SPATIAL]
+    return [batch, LATENT_CHANNELS, (frames - 1) // TEMPORAL + 1, height // SPATIAL, width // SPATIAL]
+
+
+def video_frames(latent_frames: int, temporal: int = TEMPORAL) -> int:
+    """Video frames a latent of ``latent_frames`` decodes to (the inverse of :func:`latent_shape`'s frame count)."""
+    return (latent_frames - 1) * temporal + 1
 
 
 class Cosmos3EmptyLatentVideo(io.ComfyNode):

@@ -19,6 +19,7 @@ from comfy.ldm.modules.attention import optimized_attention
 from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
 from ..cosmos3.memory import activation_bytes
 from ..cosmos3.ops import expand_kv_heads, sdpa_attention
+from .conditioning import video_frames
 from .run_scope import run_scoped_option
 
 GEN_STACK_WRAPPER = "cosmos3_gen_stack"
@@ -225,7 +226,7 @@ def check_av_shapes(config: Cosmos3Config, latent_shapes, fps) -> None:
     if sound[1] != config.sound_dim:
         raise ValueError(f"The sound latent has {sound[1]} channels; this Cosmos3 checkpoint's have {config.sound_dim}.")
     if fps:
-        frames = (latent_shapes[0][2] - 1) * 4 + 1
+        frames = video_frames(latent_shapes[0][2], config.temporal_compression)
         expected = frames / float(fps) * config.sound_latent_fps
         if abs(sound[2] - expected) > 1.0:
             raise ValueError(

@@ -19,7 +19,7 @@ import comfy.model_patcher
 from comfy_api.latest import io
 
 from ..cosmos3.audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig, Cosmos3AudioVAE, load_audio_vae
-from .conditioning import check_size, latent_shape
+from .conditioning import check_size, latent_shape, video_frames
 
 AV_LATENTS_VERSION = "0.33.0"
 """The ComfyUI version this pack's sound was tested on; any ComfyUI with ``comfy/nested_tensor.py`` (LTX-2's
@@ -100,7 +100,7 @@ def with_sound(video: dict, fps: float, audio_vae: Cosmos3AudioVAEHandle) -> dic
     if getattr(samples, "is_nested", False) or samples.ndim != 5:
         raise ValueError("Cosmos3 sound: the latent must be a Cosmos3 video latent [B, 48, T, H, W] (from Cosmos3 "
                          f"Empty Latent Video or Image To Video), got {tuple(samples.shape)}.")
-    frames = (samples.shape[2] - 1) * 4 + 1
+    frames = video_frames(samples.shape[2])
     sound = torch.zeros((samples.shape[0], config.vocoder_input_dim, audio_vae.sound_frames(frames, fps)),
                         device=samples.device)
     return {**video, "samples": nested([samples, sound])}  # ComfyUI's sampler gives the sound a mask of ones
