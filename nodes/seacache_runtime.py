@@ -25,6 +25,7 @@ Failure behaviour, the same for every seam:
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -231,7 +232,8 @@ def count_history_in_memory_estimate(executor, model, *args, **kwargs):
     """``PREPARE_SAMPLING`` wrapper: while ComfyUI estimates the memory a run needs and frees it, the model's
     estimate includes the run's residual history (every seam, every ComfyUI version: the estimate is taken from
     ``memory_required``, which is shadowed on the model instance for this call only and restored however it
-    ends)."""
+    ends). The shadow shows the model's own signature (``functools.wraps``): newer ComfyUI passes keywords such
+    as ``memory_efficient_attention`` only to estimators whose signature takes them."""
     options = kwargs.get("model_options") or {}
     run: SeaCacheRun | None = options.get("transformer_options", {}).get(RUN_OPTION)
     base = model.model
@@ -239,6 +241,7 @@ def count_history_in_memory_estimate(executor, model, *args, **kwargs):
         return executor(model, *args, **kwargs)
     estimate = base.memory_required
 
+    @functools.wraps(estimate)
     def memory_required(input_shape, *a, **kw):
         return estimate(input_shape, *a, **kw) + run.history_bytes(base, input_shape)
 
