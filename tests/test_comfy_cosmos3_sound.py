@@ -181,6 +181,15 @@ def test_sound_rates_that_disagree_are_refused_at_run_start(comfy, tmp_path_fact
         calls.close()
 
 
+def test_a_rebuilt_model_keeps_the_audio_vae_config(av):
+    """ComfyUI rebuilds a model through cached_patcher_init (multi-GPU, non-dynamic delegates): the run-start sound
+    checks still see the checkpoint's audio VAE config."""
+    factory, args = av.model.cached_patcher_init
+    rebuilt = factory(*args, disable_dynamic=True)
+    assert rebuilt.model is not av.model.model
+    assert rebuilt.model.audio_vae_config == av.model.model.audio_vae_config == av.audio_vae.config is not None
+
+
 def test_saved_video_has_an_audio_stream(av, tmp_path):
     av_module = pytest.importorskip("av")
     samples = sample_av(av, empty_av(av), steps=2)
