@@ -3,8 +3,10 @@
 An Oobleck-style decoder: a 7-tap convolution up to the widest channels, one upsampling block per stride (Snake,
 transposed convolution, three dilated residual units), Snake, a 7-tap convolution to the audio channels, clamped to
 [-1, 1]. Convolutions are weight-normalised (``weight_g``/``weight_v`` in the checkpoint); Snake is
-``x + sin(e^a x)^2 / (e^b + 1e-9)``. A latent of ``T`` frames gives ``T * hop`` samples (``hop`` = product of the
-strides). The encoder is not needed to generate and is not built.
+``x + sin(e^a x)^2 / (e^b + 1e-9)``. A latent of ``T`` frames decodes to ``T * prod(dec_strides)`` samples. A
+clip's sound length follows diffusers' pipeline: ``hop`` waveform samples per latent frame, ``hop_size`` when the
+config sets it (the encoder's compression) and the product of the strides otherwise. The encoder is not needed to
+generate and is not built.
 """
 
 from __future__ import annotations
@@ -35,11 +37,23 @@ class AudioVAEConfig:
     dec_c_mults: tuple[int, ...] = (1, 2, 4, 8, 16)
     dec_strides: tuple[int, ...] = (2, 4, 5, 6, 8)
     dec_out_channels: int = 2
+    hop_size: int | None = None  # waveform samples per latent frame when set (else the product of the strides)
 
     @property
     def hop(self) -> int:
-        """Waveform samples per latent frame."""
-        return math.prod(self.dec_strides)
+        """Waveform samples per latent frame, as diffusers' pipeline sizes a clip's sound (its ``_hop_size``)."""
+        return self.hop_size or math.prod(self.dec_strides)
+
+    @property
+    def latent_fps(self) -> float:
+        """Sound latent frames per second (``sampling_rate / hop``)."""
+        return self.sampling_rate / self.hop
+
+    def sound_frames(self, frames: int, fps: float) -> int:
+        """Sound latent frames of a clip of ``frames`` video frames at ``fps``, as diffusers' pipeline sizes it:
+        ``int(frames / fps * sampling_rate)`` samples, rounded up to whole ``hop``s."""
+        samples = int(frames / fps * self.sampling_rate)
+        return max(1, math.ceil(samples / self.hop))
 
     @classmethod
     def from_dict(cls, raw: dict) -> "AudioVAEConfig":
@@ -55,6 +69,7 @@ class AudioVAEConfig:
             dec_c_mults=tuple(int(v) for v in raw.get("dec_c_mults", cls.dec_c_mults)),
             dec_strides=tuple(int(v) for v in raw.get("dec_strides", cls.dec_strides)),
             dec_out_channels=int(raw.get("dec_out_channels", cls.dec_out_channels)),
+            hop_size=int(raw["hop_size"]) if raw.get("hop_size") is not None else None,
         )
 
 
@@ -161,18 +176,25 @@ class Cosmos3AudioVAE(nn.Module):
         return self.decoder(latent.to(self.decoder.conv1.weight_v.dtype)).clamp(-1.0, 1.0)
 
 
+def read_audio_vae_config(root: str) -> AudioVAEConfig | None:
+    """The config of ``<root>/sound_tokenizer``, or None when the checkpoint ships no audio VAE."""
+    path = os.path.join(root, AUDIO_VAE_FOLDER, "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return AudioVAEConfig.from_dict(json.load(f))
+
+
 def load_audio_vae(root: str, device=None, dtype=torch.float32) -> Cosmos3AudioVAE:
     """The decoder of ``<root>/sound_tokenizer`` (config.json + safetensors weights; encoder weights are skipped).
     Raises naming the folder or the missing weights."""
     from safetensors import safe_open
 
     folder = os.path.join(root, AUDIO_VAE_FOLDER)
-    config_path = os.path.join(folder, "config.json")
-    if not os.path.isfile(config_path):
+    config = read_audio_vae_config(root)
+    if config is None:
         raise FileNotFoundError(f"No Cosmos3 audio VAE at {folder}: missing config.json. Sound needs a checkpoint "
                                 f"that ships {AUDIO_VAE_FOLDER}/ (config.json and its weights).")
-    with open(config_path, encoding="utf-8") as f:
-        config = AudioVAEConfig.from_dict(json.load(f))
     files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".safetensors"))
     if not files:
         raise FileNotFoundError(f"No Cosmos3 audio VAE weights (*.safetensors) in {folder}.")

@@ -5,6 +5,10 @@ the video tokens: each frame is one token, ``audio_proj_in`` plus ``audio_modali
 embedding as the video (every sound frame is noisy). Its rotary positions share the video's temporal start (the two
 streams are simultaneous, not consecutive) with heights and widths at 0. The stack output of those tokens, after
 ``norm_moe_gen``, goes through ``audio_proj_out`` to the sound velocity.
+
+The length of a clip's sound follows the audio VAE (:meth:`AudioVAEConfig.sound_frames`), its positions the
+transformer's ``sound_latent_fps``, as in diffusers' pipeline; a checkpoint whose two rates differ is refused
+(:func:`check_sound_rate`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig
 from .config import Cosmos3Config
 
 
@@ -38,15 +43,34 @@ def sound_positions(config: Cosmos3Config, text_length: int, frames: int, device
     return torch.stack([t_ids + offset, torch.full_like(t_ids, spatial), torch.full_like(t_ids, spatial)])
 
 
+def check_sound_shape(config: Cosmos3Config, shape) -> None:
+    """Refuse a sound latent of ``shape`` this model cannot take: no sound pathway, or not ``[B, sound_dim, T]``."""
+    if not config.sound_gen:
+        raise ValueError("This Cosmos3 checkpoint has no sound pathway (its config has no sound_gen): sample a video "
+                         "latent without sound, or load a Cosmos3 checkpoint trained with sound.")
+    if len(shape) != 3 or shape[1] != config.sound_dim or shape[2] < 1:
+        raise ValueError(f"The sound latent must be [B, {config.sound_dim}, frames] (this checkpoint's sound_dim: "
+                         f"its audio VAE's latent channels), got {tuple(shape)}.")
+
+
 def check_sound_latent(config: Cosmos3Config, sound: torch.Tensor, batch: int) -> None:
     """Refuse a sound latent this model cannot take, naming the expected shape (before any layer runs)."""
-    if not config.sound_gen:
-        raise ValueError("This Cosmos3 checkpoint has no sound pathway (config sound_gen is false); use a checkpoint "
-                         "trained with sound, or generate video only.")
-    if sound.ndim != 3 or sound.shape[1] != config.sound_dim or sound.shape[2] < 1:
-        raise ValueError(f"The sound latent must be [B, {config.sound_dim}, frames], got {tuple(sound.shape)}.")
+    check_sound_shape(config, sound.shape)
     if batch % sound.shape[0]:
         raise ValueError(f"Cannot match a sound batch of {sound.shape[0]} to {batch} video items.")
+
+
+def check_sound_rate(config: Cosmos3Config, audio: AudioVAEConfig) -> None:
+    """Refuse a checkpoint whose transformer places sound frames at another rate than its audio VAE makes them
+    (diffusers would size the sound by the one and position it by the other: sound and video drift apart)."""
+    if abs(config.sound_latent_fps - audio.latent_fps) > 1e-6 * audio.latent_fps:
+        hop = f"hop_size {audio.hop}" if audio.hop_size else f"hop {audio.hop} (product of dec_strides)"
+        raise ValueError(
+            f"This Cosmos3 checkpoint disagrees with itself on the sound rate: transformer/config.json has "
+            f"sound_latent_fps {config.sound_latent_fps:g}, {AUDIO_VAE_FOLDER}/config.json gives "
+            f"{audio.latent_fps:g} frames a second (sampling_rate {audio.sampling_rate} / {hop}). Fix the checkpoint: "
+            "set sound_latent_fps, or hop_size, to the values it was trained with so the two rates agree."
+        )
 
 
 def embed_sound(model: nn.Module, sound: torch.Tensor, temb: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

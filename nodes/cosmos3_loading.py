@@ -77,7 +77,7 @@ def read_checkpoint(path: str):
     return files, shapes, read_config(path, shapes)
 
 
-def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic: bool = False):
+def load_cosmos3_model(path: str, weight_dtype: str = "default", audio_vae_config=None, disable_dynamic: bool = False):
     """The ModelPatcher of the Cosmos3 transformer at ``path`` (checkpoint folder, ``transformer/`` or merged file).
 
     Checks the checkpoint against its config from the safetensors headers before reading any weight (errors name
@@ -86,8 +86,9 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     operations picked by ComfyUI for the model's dtypes, so ``fp8_e4m3fn_fast`` (or ComfyUI's ``--fast``) gets
     ComfyUI's fp8 matrix multiplication where the device supports it. The per-run text K/V cache and
     the exact return of conditioned (I2V) frames are installed as outer-sample wrappers, and the memory estimate
-    sees the sampling patcher's options through a prepare-sampling wrapper. Registered as the patcher's
-    ``cached_patcher_init`` so ComfyUI can rebuild it (``disable_dynamic`` is what it passes for that).
+    sees the sampling patcher's options through a prepare-sampling wrapper. The checkpoint's audio VAE config
+    (``sound_tokenizer/``, None without one) rides on the model for the run-start sound checks. Registered as the
+    patcher's ``cached_patcher_init`` so ComfyUI can rebuild it (``disable_dynamic`` is what it passes for that).
     """
     if weight_dtype not in WEIGHT_DTYPES:
         raise ValueError(f"weight_dtype must be one of {list(WEIGHT_DTYPES)}, got {weight_dtype!r}.")
@@ -105,6 +106,7 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     if weight_dtype in FP8_MATMUL:
         model_config.optimizations["fp8"] = True  # read by comfy.ops.pick_operations when the model is built
     model = model_config.get_model({}, device=offload_device)
+    model.audio_vae_config = audio_vae_config
     patcher = patcher_class(disable_dynamic)(model, load_device=load_device, offload_device=offload_device)
     count = load_shards(model.diffusion_model, files, expected, assign=is_dynamic(patcher))
     log.info("Cosmos3: loaded %d tensors from %d file(s) as %s (compute %s, %s).", count, len(files), dtype,
@@ -112,5 +114,5 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     outer_sample = comfy.patcher_extension.WrappersMP.OUTER_SAMPLE
     patcher.add_wrapper_with_key(outer_sample, TEXT_KV_WRAPPER_KEY, text_kv_outer_sample)
     patcher.add_wrapper_with_key(outer_sample, KEEP_WRAPPER_KEY, keep_conditioned_outer_sample)
-    patcher.cached_patcher_init = (load_cosmos3_model, (path, weight_dtype))
+    patcher.cached_patcher_init = (load_cosmos3_model, (path, weight_dtype, audio_vae_config))
     return patcher

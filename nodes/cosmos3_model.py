@@ -17,8 +17,10 @@ import comfy.utils
 from comfy.ldm.modules.attention import optimized_attention
 
 from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
+from ..cosmos3.audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig
 from ..cosmos3.memory import activation_bytes
 from ..cosmos3.ops import expand_kv_heads, sdpa_attention
+from ..cosmos3.sound import check_sound_rate, check_sound_shape
 from .conditioning import video_frames
 from .run_scope import run_scoped_option
 
@@ -116,6 +118,7 @@ class Cosmos3(comfy.model_base.BaseModel):
     """Flow-matching BaseModel for Cosmos3 (velocity output, sigma passed through as the timestep)."""
 
     distilled_schedule = None  # a 4-step checkpoint's DistilledSchedule, set by the loader
+    audio_vae_config = None  # the checkpoint's AudioVAEConfig (sound_tokenizer/), set by load_cosmos3_model
 
     def __init__(self, model_config, device=None):
         super().__init__(model_config, comfy.model_base.ModelType.FLOW, device=device, unet_model=ComfyCosmos3)
@@ -127,7 +130,7 @@ class Cosmos3(comfy.model_base.BaseModel):
         prompt, noise, fps = kwargs.get("cosmos3_prompt"), kwargs.get("noise"), kwargs.get("cosmos3_fps")
         shapes = kwargs.get("latent_shapes")
         if shapes is not None and len(shapes) > 1:  # an audio-video latent, packed by the sampler
-            check_av_shapes(self.diffusion_model.config, shapes, fps)
+            check_av_shapes(self.diffusion_model.config, self.audio_vae_config, shapes, fps)
             out["latent_shapes"] = comfy.conds.CONDConstant(shapes)
         if prompt is not None and noise is not None:
             out["token_ids"] = CONDTokens(prompt.token_ids(video_shape(noise.shape, shapes)))
@@ -214,24 +217,25 @@ def on_video_stream(latent, latent_shapes, fn):
     return comfy.utils.pack_latents([fn(streams[0]), *streams[1:]])[0]
 
 
-def check_av_shapes(config: Cosmos3Config, latent_shapes, fps) -> None:
+def check_av_shapes(config: Cosmos3Config, audio: AudioVAEConfig | None, latent_shapes, fps) -> None:
     """Refuse, at run start, an audio-video latent this model cannot sample: no sound pathway, a sound latent of
-    other channels, or a sound length that does not match the clip's duration at the prompt's fps."""
+    other channels, a checkpoint without an audio VAE or whose transformer and audio VAE disagree on the sound
+    rate, or a sound length other than the audio VAE's for the clip's duration at the prompt's fps."""
     if len(latent_shapes) != 2 or len(latent_shapes[0]) != 5 or len(latent_shapes[1]) != 3:
         raise ValueError(f"Cosmos3 samples a video latent plus one sound latent [B, C, T]; got streams {latent_shapes}.")
-    if not config.sound_gen:
-        raise ValueError("This Cosmos3 checkpoint has no sound pathway (its config has no sound_gen): sample a video "
-                         "latent (Cosmos3 Empty Latent Video), or load a Cosmos3 checkpoint trained with sound.")
     sound = tuple(latent_shapes[1])
-    if sound[1] != config.sound_dim:
-        raise ValueError(f"The sound latent has {sound[1]} channels; this Cosmos3 checkpoint's have {config.sound_dim}.")
+    check_sound_shape(config, sound)
+    if audio is None:
+        raise ValueError(f"This Cosmos3 checkpoint ships no {AUDIO_VAE_FOLDER}/ (audio VAE), which sizes and decodes "
+                         "its sound: load a Cosmos3 checkpoint trained with sound that ships it.")
+    check_sound_rate(config, audio)
     if fps:
         frames = video_frames(latent_shapes[0][2], config.temporal_compression)
-        expected = frames / float(fps) * config.sound_latent_fps
-        if abs(sound[2] - expected) > 1.0:
+        expected = audio.sound_frames(frames, float(fps))
+        if sound[2] != expected:
             raise ValueError(
-                f"The sound latent has {sound[2]} frames, but {frames} video frames at {float(fps):g} fps last "
-                f"{expected:.1f} sound frames: give Cosmos3 Empty AV Latent (or Add Sound) the fps of Cosmos3 Prompt."
+                f"The sound latent has {sound[2]} frames, but {frames} video frames at {float(fps):g} fps take "
+                f"{expected}: give Cosmos3 Empty AV Latent (or Add Sound) the fps of Cosmos3 Prompt."
             )
 
 

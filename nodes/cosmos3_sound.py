@@ -2,14 +2,12 @@
 video latent and the sound latent, as LTX-2 uses) and the sound track decoded to ComfyUI's AUDIO.
 
 The sound latent is ``[B, sound_dim, T_s]``; its length follows from the clip's duration as in diffusers'
-pipeline: ``ceil(int(frames / fps * sampling_rate) / hop)`` frames (25 a second for the shipped audio VAE).
+pipeline (:meth:`AudioVAEConfig.sound_frames`: 25 frames a second for the shipped audio VAE).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import math
-import os
 from dataclasses import dataclass, field
 
 import torch
@@ -18,7 +16,7 @@ import comfy.model_management
 import comfy.model_patcher
 from comfy_api.latest import io
 
-from ..cosmos3.audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig, Cosmos3AudioVAE, load_audio_vae
+from ..cosmos3.audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig, Cosmos3AudioVAE, load_audio_vae, read_audio_vae_config
 from .conditioning import check_size, latent_shape, video_frames
 
 AV_LATENTS_VERSION = "0.33.0"
@@ -57,12 +55,6 @@ class Cosmos3AudioVAEHandle:
             )
         return self.config
 
-    def sound_frames(self, frames: int, fps: float) -> int:
-        """Sound latent frames of a clip of ``frames`` video frames at ``fps``, as diffusers' pipeline sizes it."""
-        config = self.require()
-        samples = int(frames / fps * config.sampling_rate)
-        return max(1, math.ceil(samples / config.hop))
-
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
         """Waveform ``[B, channels, samples]`` (float32, on ComfyUI's intermediate device) of a sound latent; the
         decoder is loaded once and managed by ComfyUI like its own VAEs."""
@@ -82,13 +74,7 @@ class Cosmos3AudioVAEHandle:
 def audio_vae_handle(root: str) -> Cosmos3AudioVAEHandle:
     """The handle of ``<root>/sound_tokenizer`` (config read now; a checkpoint without one gives an empty handle
     that raises when sound is asked of it)."""
-    import json
-
-    path = os.path.join(root, AUDIO_VAE_FOLDER, "config.json")
-    if not os.path.isfile(path):
-        return Cosmos3AudioVAEHandle(root, None)
-    with open(path, encoding="utf-8") as f:
-        return Cosmos3AudioVAEHandle(root, AudioVAEConfig.from_dict(json.load(f)))
+    return Cosmos3AudioVAEHandle(root, read_audio_vae_config(root))
 
 
 def with_sound(video: dict, fps: float, audio_vae: Cosmos3AudioVAEHandle) -> dict:
@@ -101,7 +87,7 @@ def with_sound(video: dict, fps: float, audio_vae: Cosmos3AudioVAEHandle) -> dic
         raise ValueError("Cosmos3 sound: the latent must be a Cosmos3 video latent [B, 48, T, H, W] (from Cosmos3 "
                          f"Empty Latent Video or Image To Video), got {tuple(samples.shape)}.")
     frames = video_frames(samples.shape[2])
-    sound = torch.zeros((samples.shape[0], config.vocoder_input_dim, audio_vae.sound_frames(frames, fps)),
+    sound = torch.zeros((samples.shape[0], config.vocoder_input_dim, config.sound_frames(frames, fps)),
                         device=samples.device)
     return {**video, "samples": nested([samples, sound])}  # ComfyUI's sampler gives the sound a mask of ones
 

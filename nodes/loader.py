@@ -108,11 +108,12 @@ def load_cosmos3(path: str, weight_dtype: str = "default"):
             "merged .safetensors put vae/ and text_tokenizer/ beside it."
         )
     tokenizer_folder(root)  # raises naming both places it looked
-    patcher = load_cosmos3_model(path, weight_dtype)
+    audio_vae = audio_vae_handle(root)
+    patcher = load_cosmos3_model(path, weight_dtype, audio_vae.config)
     patcher.model.distilled_schedule = read_distilled_schedule(root)
     vae = load_cosmos3_vae(vae_folder)
     text = Cosmos3Text(Cosmos3Tokenizer.from_folder(root), read_negative_prompt(root))
-    return patcher, vae, text, audio_vae_handle(root)
+    return patcher, vae, text, audio_vae
 
 
 class Cosmos3Loader(io.ComfyNode):

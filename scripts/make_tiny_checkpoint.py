@@ -12,7 +12,8 @@
 Presets (see PRESETS): ``tiny`` (Nano layout; tests, seconds on a CPU), ``medium`` (benchmarks: large enough that
 the generator stack dominates a call, as in Cosmos3-Nano), and one tiny checkpoint per family member's layout and
 architecture: ``tiny-edge``, ``tiny-super``, ``tiny-t2i``, ``tiny-i2v``, ``tiny-t2i-4step``, ``tiny-i2v-4step``,
-``tiny-bias``, and ``tiny-sound`` (a ``sound_gen`` transformer with 8 sound latent channels). Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
+``tiny-bias``, ``tiny-sound`` (a ``sound_gen`` transformer with 8 sound latent channels) and ``tiny-sound-hop960``
+(the same, its audio VAE's ``hop_size`` 960 disagreeing with the transformer's 25 sound frames a second). Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
 public checkpoints as far as they are documented. The transformer also carries ``lm_head``/``norm`` tensors like
 the official checkpoint, which the loader skips.
 
@@ -63,6 +64,7 @@ class Preset:
     tokenizer_flavour: str = "qwen2"  # see scripts/tiny_tokenizer.py FLAVOURS
     negative_prompt: bool = True  # write assets/negative_prompt.json
     distilled_sigmas: tuple = ()  # 4-step checkpoints: modular_model_index.json + FlowMatchEuler scheduler
+    audio_hop_size: int | None = None  # sound presets: hop_size written into sound_tokenizer/config.json
 
 
 EDGE_ARCHITECTURE = {"hidden_act": "relu2", "qk_norm_for_text": False, "use_und_k_norm_for_gen": True}
@@ -79,6 +81,7 @@ PRESETS = {
     "tiny-i2v-4step": Preset(TINY_SIZES, weight_stem="model", negative_prompt=False, distilled_sigmas=FOUR_STEP_SIGMAS),
     "tiny-bias": Preset(TINY_SIZES, {"attention_bias": True}),
     "tiny-sound": Preset(TINY_SIZES, {"sound_gen": True, "sound_dim": 8}),
+    "tiny-sound-hop960": Preset(TINY_SIZES, {"sound_gen": True, "sound_dim": 8}, audio_hop_size=960),
 }
 # tiny-edge: Edge's relu2 backbone. Its QK-norm switches are not published, so the preset also takes the other
 # switch diffusers offers (text keys normalised for the generator only) to cover it in a checkpoint too.
@@ -143,7 +146,7 @@ def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards:
     if config.sound_gen:
         from tiny_audio_vae import write_tiny_audio_vae
 
-        write_tiny_audio_vae(os.path.join(root, "sound_tokenizer"), seed=seed)
+        write_tiny_audio_vae(os.path.join(root, "sound_tokenizer"), seed=seed, hop_size=spec.audio_hop_size)
     write_tiny_tokenizer(root if spec.tokenizer_at_root else os.path.join(root, "text_tokenizer"), spec.tokenizer_flavour)
     scheduler = DISTILLED_SCHEDULER if spec.distilled_sigmas else UNIPC_SCHEDULER
     _write_json(os.path.join(root, "scheduler", "scheduler_config.json"), scheduler)

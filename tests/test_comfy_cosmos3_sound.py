@@ -139,7 +139,8 @@ def test_seacache_on_av_threshold_zero_is_bit_identical_and_defaults_reuse(av):
 
 def test_run_start_refusals(av, tiny):
     """Refused before the first step: a sound latent for a checkpoint without sound, a sound length that does not
-    match the prompt's fps, a plain latent given to Sound Decode, a checkpoint without an audio VAE."""
+    match the prompt's fps, a sound checkpoint without its audio VAE, a plain latent given to Sound Decode, sound
+    asked of a checkpoint without an audio VAE."""
     latent = empty_av(av)
     calls = LayerCalls(tiny.model.model.diffusion_model)
     try:
@@ -150,10 +151,43 @@ def test_run_start_refusals(av, tiny):
         calls.close()
     with pytest.raises(ValueError, match="fps of Cosmos3 Prompt"):
         sample_av(av, empty_av(av, fps=12.0))
+    av.model.model.audio_vae_config = None  # what the loader gives a sound checkpoint without sound_tokenizer/
+    try:
+        with pytest.raises(ValueError, match="ships no sound_tokenizer/"):
+            sample_av(av, latent)
+    finally:
+        av.model.model.audio_vae_config = av.audio_vae.config
     with pytest.raises(ValueError, match="audio-video latent"):
         av.ns.run_node("SeaCacheCosmos3SoundDecode", samples=tiny.empty(), audio_vae=av.audio_vae)
     with pytest.raises(ValueError, match="sound_tokenizer"):
         av.ns.run_node("SeaCacheCosmos3EmptyAVLatent", **SIZE, fps=24.0, batch_size=1, audio_vae=tiny.audio_vae)
+
+
+def test_sound_rates_that_disagree_are_refused_at_run_start(comfy, tmp_path_factory, av):
+    """tiny-sound-hop960: its audio VAE's hop_size 960 (50 sound frames a second) against the transformer's 25.
+    Empty AV Latent sizes the sound by hop_size, as diffusers' pipeline does; sampling it is refused before any
+    layer runs, naming both rates."""
+    from comfy_runs import load_tiny
+
+    odd = load_tiny(comfy, tmp_path_factory, preset="tiny-sound-hop960")
+    latent = empty_av(odd)
+    assert latent["samples"].unbind()[1].shape == (1, 8, expected_sound_frames(9, 24.0, hop=960)) == (1, 8, 19)
+    calls = LayerCalls(odd.model.model.diffusion_model)
+    try:
+        with pytest.raises(ValueError, match=r"sound_latent_fps 25\b.* 50 frames a second .*hop_size 960"):
+            sample_av(odd, latent)
+        assert calls.gen == calls.text == 0
+    finally:
+        calls.close()
+
+
+def test_a_rebuilt_model_keeps_the_audio_vae_config(av):
+    """ComfyUI rebuilds a model through cached_patcher_init (multi-GPU, non-dynamic delegates): the run-start sound
+    checks still see the checkpoint's audio VAE config."""
+    factory, args = av.model.cached_patcher_init
+    rebuilt = factory(*args, disable_dynamic=True)
+    assert rebuilt.model is not av.model.model
+    assert rebuilt.model.audio_vae_config == av.model.model.audio_vae_config == av.audio_vae.config is not None
 
 
 def test_saved_video_has_an_audio_stream(av, tmp_path):

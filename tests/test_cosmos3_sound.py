@@ -131,3 +131,20 @@ def test_bad_sound_input_is_refused_before_any_layer():
         sounded(torch.randn(1, 48, 1, 2, 2), torch.tensor([0.5]), torch.tensor([[1, 2]]), sound=torch.randn(1, 4, 3))
     with pytest.raises(ValueError, match="sound_dim"):
         Cosmos3Config(sound_gen=True)
+
+
+def test_a_checkpoint_whose_sound_rates_disagree_is_refused():
+    """The transformer's sound_latent_fps must equal the audio VAE's sampling_rate / hop; the message names both
+    numbers and what to set."""
+    from cosmos3.audio_vae import AudioVAEConfig
+    from cosmos3.sound import check_sound_rate
+
+    config = Cosmos3Config(**{**TINY, "rope_axes_dim": (6, 5, 5), **SOUND})
+    check_sound_rate(config, AudioVAEConfig())  # 48000 / 1920 = 25
+    check_sound_rate(Cosmos3Config(**{**config.to_dict(), "sound_latent_fps": 50.0}), AudioVAEConfig(hop_size=960))
+    with pytest.raises(ValueError, match=r"sound_latent_fps 25\b.* 50 frames a second \(sampling_rate 48000 / "
+                                         r"hop_size 960\).*set sound_latent_fps, or hop_size"):
+        check_sound_rate(config, AudioVAEConfig(hop_size=960))
+    with pytest.raises(ValueError, match=r"sound_latent_fps 25\b.* 24 frames a second \(sampling_rate 46080 / hop "
+                                         r"1920 \(product of dec_strides\)\)"):
+        check_sound_rate(config, AudioVAEConfig(sampling_rate=46080))
