@@ -38,9 +38,12 @@ def pack_path(comfy) -> Path:
     if not (path / "cosmos3" / "model.py").is_file():
         pytest.skip(f"the community ComfyUI-Cosmos3 pack (RyukoMatoiFan/ComfyUI-Cosmos3 at {TESTED_COMMIT}) was not "
                     f"found: set {PACK_ENV} to its folder or place it in ComfyUI's custom_nodes/{PACK_FOLDER}")
-    if not hasattr(comfy.model_patcher.ModelPatcher, "is_dynamic"):
-        pytest.skip(f"ComfyUI {comfy.version} cannot run the community pack: its model calls "
-                    "ModelPatcher.is_dynamic(), which this ComfyUI does not have")
+    needed = {"BaseModel.get_dtype_inference": (comfy.model_base.BaseModel, "get_dtype_inference"),
+              "ModelPatcher.is_dynamic": (comfy.model_patcher.ModelPatcher, "is_dynamic")}
+    missing = [name for name, (owner, attr) in needed.items() if not hasattr(owner, attr)]
+    if missing:
+        pytest.skip(f"ComfyUI {comfy.version} cannot run the community pack: its model calls {', '.join(missing)}, "
+                    "which this ComfyUI does not have")
     return path
 
 
