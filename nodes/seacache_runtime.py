@@ -110,14 +110,14 @@ class SeaCacheRun:
         self.guidance_calls = 0
         self.stopped: str | None = None  # why SeaCache stopped caching mid-run (its own code raised); None: it did not
 
-    def stop_caching(self, error: Exception) -> None:
-        """SeaCache's own code raised during sampling: every later call of this run computes whole. Logged once."""
+    def stop_caching(self, error: Exception, step: int | None = None) -> None:
+        """SeaCache's own code raised during sampling (in the call at ``step`` when known): every later call of
+        this run computes whole. Logged once."""
         with self.lock:
             if self.stopped is not None:
                 return
-            stats = self.session.stats
-            step = stats.records[-1].step if stats.records else 0
-            self.stopped = f"at step {step}: {type(error).__name__}: {error}"
+            where = "during sampling" if step is None else f"at step {step}"
+            self.stopped = f"{where}: {type(error).__name__}: {error}"
         logger.warning("SeaCache stopped caching %s; the rest of this run is computed whole (outputs stay exact).",
                        self.stopped, exc_info=error)
 
@@ -172,7 +172,7 @@ class SeaCacheRun:
         """Count a call that missed the seam (or in which SeaCache's code raised: caching stops); tell the canvas
         node how many calls were reused so far."""
         if call.failure is not None:
-            self.stop_caching(call.failure)
+            self.stop_caching(call.failure, call.decision.step)
         if not call.finish():
             with self.lock:
                 self.uncached_calls += 1
