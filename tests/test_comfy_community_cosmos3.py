@@ -156,3 +156,26 @@ def test_memory_estimate_counts_the_layer_stack_history(comfy, community, monkey
     run(comfy, seacache(comfy, community))
     tokens = LATENT[1] * LATENT[2] * LATENT[3]
     assert asked[1] - asked[0] == pytest.approx(2 * 2 * tokens * 32 * 4)
+
+
+def test_failure_of_the_gate_falls_back_to_whole_calls(comfy, community, monkeypatch, caplog):
+    """An exception in the gate's decision at a call (injected at the third) stops caching the same way."""
+    plain = run(comfy, community)
+    for name, module in list(sys.modules.items()):
+        if name.endswith("nodes.seacache_runtime") and hasattr(module, "SeaCacheRun"):
+            start_call, calls = module.SeaCacheRun.start_call, []
+
+            def failing(self, *args, start_call=start_call, calls=calls, **kwargs):
+                calls.append(1)
+                if len(calls) == 3:
+                    raise RuntimeError("injected gate failure")
+                return start_call(self, *args, **kwargs)
+
+            monkeypatch.setattr(module.SeaCacheRun, "start_call", failing)
+    patched = seacache(comfy, community)
+    with caplog.at_level("WARNING"):
+        out = run(comfy, patched)
+    report = last_report(patched)
+    assert report["status"] == "completed" and report["calls"] == 2 and report["uncached_calls"] == STEPS - 2
+    assert report["stopped"] == "during sampling: RuntimeError: injected gate failure" and torch.equal(out, plain)
+    assert len([r for r in caplog.records if "SeaCache stopped caching" in r.getMessage()]) == 1
