@@ -65,9 +65,27 @@ def submodule(package, relname: str):
     return importlib.import_module(f"{package.__name__}.{relname}")
 
 
-def write_checkpoint(root: Path, transformer_cls, seed: int = 0) -> Path:
+INT4_GROUP = 16
+
+
+def int4_parts(weight: torch.Tensor, gen: torch.Generator) -> dict:
+    """A pre-quantized int4 ConvRot layer as the pack's loader reads it (``awq_w4a16``, comfy_kitchen's packing:
+    two uint4 per byte along K, per-group bf16 scales and zeros of shape [K / group, N]): random codes whose
+    dequantized rows have the scale of ``weight``."""
+    out_features, in_features = weight.shape
+    codes = torch.randint(0, 16, (out_features, in_features), generator=gen, dtype=torch.int32)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8).view(torch.int8)
+    groups = (in_features // INT4_GROUP, out_features)
+    scale = (weight.float().abs().mean() / 4).expand(groups).to(torch.bfloat16).contiguous()
+    marker = {"format": "awq_w4a16", "group_size": INT4_GROUP, "orig_shape": [out_features, in_features]}
+    return {"weight": packed, "weight_scale": scale, "weight_zeros": torch.zeros(groups, dtype=torch.bfloat16),
+            "comfy_quant": torch.tensor(list(json.dumps(marker).encode("utf-8")), dtype=torch.uint8)}
+
+
+def write_checkpoint(root: Path, transformer_cls, seed: int = 0, int4_mlps: bool = False) -> Path:
     """A model folder the pack's loader reads: ``transformer/config.json`` and random bf16 weights for every key of
-    the pack's transformer built from that config (norm weights near 1, the rest small)."""
+    the pack's transformer built from that config (norm weights near 1, the rest small); ``int4_mlps``: every MLP
+    projection pre-quantized to int4 ConvRot instead, as the pack's int4 checkpoints ship them."""
     import comfy.ops
 
     from_config = {k: v for k, v in TINY_CONFIG.items() if k != "unified_3d_mrope_temporal_modality_margin"}
@@ -79,6 +97,9 @@ def write_checkpoint(root: Path, transformer_cls, seed: int = 0) -> Path:
         noise = torch.randn(value.shape, generator=gen)
         module = key.rsplit(".", 1)[0].rsplit(".", 1)[-1]
         state[key] = (1.0 + 0.1 * noise if "norm" in module and key.endswith(".weight") else 0.2 * noise).to(torch.bfloat16)
+        if int4_mlps and ".mlp" in key and key.endswith("_proj.weight"):
+            parts = int4_parts(state.pop(key), gen)
+            state.update({f"{key[:-len('weight')]}{name}": tensor for name, tensor in parts.items()})
     transformer = root / "transformer"
     transformer.mkdir(parents=True, exist_ok=True)
     (transformer / "config.json").write_text(json.dumps(TINY_CONFIG))

@@ -48,10 +48,11 @@ def pack(comfy, tmp_path_factory):
     model = community.submodule(module, "cosmos3.model")
     loader = community.submodule(module, "cosmos3.loader")
     root = community.write_checkpoint(tmp_path_factory.mktemp("community_cosmos3"), model.Cosmos3OmniTransformer)
+    int4_root = community.write_checkpoint(tmp_path_factory.mktemp("community_cosmos3_int4"), model.Cosmos3OmniTransformer, int4_mlps=True)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield type("Pack", (), {"module": module, "model": model, "root": str(root),
-                            "load": staticmethod(lambda dtype="default", tower="both": load(loader, root, dtype, tower))})
+    yield type("Pack", (), {"module": module, "model": model, "root": str(root), "load": staticmethod(
+        lambda dtype="default", tower="both", int4=False: load(loader, int4_root if int4 else root, dtype, tower))})
     torch.set_num_threads(threads)
 
 
@@ -113,6 +114,7 @@ CASES = {
     "batch2": {"batch": 2},
     "fp8": {"dtype": "fp8_e4m3fn"},
     "int8": {"dtype": "int8"},
+    "int4_convrot": {"int4": True},  # a pre-quantized checkpoint: int4 ConvRot MLPs (awq_w4a16 markers)
     "split_reasoner": {"tower": "gen"},
     # 4 steps: the defaults' first and last step always compute, and the distance at steps 1-2 stays above the
     # default threshold, so the defaults reuse nothing there (exact); a threshold of 1 reuses
@@ -157,7 +159,7 @@ def run_case(ns, pack, monkeypatch, model, batch=1, ksampler=False, schedule="fl
 def test_real_pack_case(comfy, pack, monkeypatch, case):
     options = dict(CASES[case])
     expect_reuse = options.pop("expect_reuse", True)
-    model = pack.load(options.pop("dtype", "default"), options.get("tower", "both"))
+    model = pack.load(options.pop("dtype", "default"), options.get("tower", "both"), options.pop("int4", False))
     error, calls, ran, reused, scale = run_case(comfy, pack, monkeypatch, model, **options)
     print(f"\n{case}: max abs error {error:.4g} (output max {scale:.3g}), calls {calls} ran {ran} reused {reused}")
     if expect_reuse:
