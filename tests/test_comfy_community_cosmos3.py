@@ -103,14 +103,21 @@ def test_batch_and_input_model_unchanged(comfy, community):
     assert torch.equal(run(comfy, twice), plain) and len(twice.object_patches) == 1
 
 
-def test_unknown_layer_interface_is_refused_before_the_first_step(comfy, community):
+def test_unknown_layer_interface_is_refused_before_the_first_step(comfy, community, generator_runs):
+    """A layer class whose forward_gen parameter is renamed: refused at run start (the MODEL was patched before the
+    change) before any model call, and at Apply, naming the pack and the supported commits."""
     model = standin.build()
+    patched = seacache(comfy, model)
     renamed = type("StandInLayer", (standin.Pathways,), {
         "forward_und": standin.StandInLayer.forward_und,
         "forward_gen": lambda self, hidden, k_und, v_und, cos_gen, sin_gen: self.generate(hidden, k_und, v_und, cos_gen, sin_gen)})
     for layer in model.model.diffusion_model.layers:
         layer.__class__ = renamed
-    with pytest.raises(ValueError, match=r"RyukoMatoiFan/ComfyUI-Cosmos3.*'forward_gen': \('hidden'.*b9226bf.*1388a60"):
+    refusal = r"RyukoMatoiFan/ComfyUI-Cosmos3.*'forward_gen': \('hidden'.*b9226bf.*1388a60"
+    with pytest.raises(ValueError, match=refusal):
+        run(comfy, patched)
+    assert generator_runs["runs"] == 0
+    with pytest.raises(ValueError, match=refusal):
         seacache(comfy, model)
     assert not model.object_patches
 
