@@ -21,11 +21,15 @@ Failure behaviour, the same for every seam:
 - A context window whose rows or frames cannot be mapped to the step's latent runs whole; its step is then not
   committed (counted in ``uncached_calls``).
 - An error raised by the model itself propagates; the report says "failed"; the run's state is freed.
+- An error raised by SeaCache's own code during sampling (the gate at a call, or a seam's step inside the model):
+  that call runs whole, so do all later calls of the run; the report's ``stopped`` says why and one warning is
+  logged. The run completes with exact outputs from then on.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import sys
 import threading
@@ -45,6 +49,7 @@ from .seams.sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device
 SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
 PROGRESS_EVENT = "seacache.progress"
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -104,6 +109,18 @@ class SeaCacheRun:
         self.guidance_depth = 0
         self.uncached_calls = 0
         self.guidance_calls = 0
+        self.stopped: str | None = None  # why SeaCache stopped caching mid-run (its own code raised); None: it did not
+
+    def stop_caching(self, error: Exception, step: int | None = None) -> None:
+        """SeaCache's own code raised during sampling (in the call at ``step`` when known): every later call of
+        this run computes whole. Logged once."""
+        with self.lock:
+            if self.stopped is not None:
+                return
+            where = "during sampling" if step is None else f"at step {step}"
+            self.stopped = f"{where}: {type(error).__name__}: {error}"
+        logger.warning("SeaCache stopped caching %s; the rest of this run is computed whole (outputs stay exact).",
+                       self.stopped, exc_info=error)
 
     def branch_keys(self, transformer_options: dict, batch: int) -> list[str]:
         """One key per batch item: its conditioning entry, its index within it and, under context windows, the
@@ -153,7 +170,10 @@ class SeaCacheRun:
             self.guidance_calls += 1
 
     def end_call(self, call: StackCall) -> None:
-        """Count a call that missed the seam; tell the canvas node how many calls were reused so far."""
+        """Count a call that missed the seam (or in which SeaCache's code raised: caching stops); tell the canvas
+        node how many calls were reused so far."""
+        if call.failure is not None:
+            self.stop_caching(call.failure, call.decision.step)
         if not call.finish():
             with self.lock:
                 self.uncached_calls += 1
@@ -172,7 +192,7 @@ class SeaCacheRun:
     def report(self, status: str) -> dict:
         """The session's report plus the seam and the calls that ran uncached."""
         return {**self.session.report(status), "seam": self.seam.name, "uncached_calls": self.uncached_calls,
-                "guidance_calls": self.guidance_calls}
+                "guidance_calls": self.guidance_calls, "stopped": self.stopped}
 
 
 def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
@@ -193,7 +213,15 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
     if run.is_guidance_call(transformer_options):
         run.count_guidance_call()
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-    call = run.start_call(transformer_options, base_model, x, t)
+    try:
+        call = None if run.stopped is not None else run.start_call(transformer_options, base_model, x, t)
+    except Exception as exc:  # noqa: BLE001 - SeaCache's gate failed: this call and the rest of the run run whole
+        run.stop_caching(exc)
+        call = None
+    if call is None:
+        with run.lock:
+            run.uncached_calls += 1
+        return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
     options = {**transformer_options, CALL_OPTION: call}
     with run.seam.bind(base_model, call):
         out = executor(x, t, c_concat, c_crossattn, control, options, **kwargs)

@@ -9,8 +9,8 @@ COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 
 
 def summary_text(report: dict | None) -> str:
     """The run's status and step count above the gate's own summary (counts, speedup, forced reasons, timeline),
-    then the calls that ran outside the gate (guidance calls, calls that missed the seam) where there were any, and
-    the residual boundary (seam) the run used."""
+    then the calls that ran outside the gate (guidance calls, calls that missed the seam) where there were any, why
+    caching stopped mid-run if it did, and the residual boundary (seam) the run used."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
     text = (
@@ -20,6 +20,8 @@ def summary_text(report: dict | None) -> str:
     uncached = {"guidance calls (other model options, run plain)": report.get("guidance_calls"),
                 "calls that missed the seam (ran whole)": report.get("uncached_calls")}
     text += "".join(f"\n{label}: {count}" for label, count in uncached.items() if count)
+    if report.get("stopped"):
+        text += f"\ncaching stopped {report['stopped']}; the rest of the run was computed whole"
     if report.get("seam"):
         text += f"\nresidual boundary: {report['seam']}"
     return text

@@ -80,6 +80,12 @@ def test_summary_text_names_calls_that_ran_outside_the_gate(chart, report):
                           "calls that missed the seam (ran whole): 1", "residual boundary: block stack"]
 
 
+def test_summary_text_says_why_caching_stopped(chart, report):
+    assert "stopped" not in chart.summary_text({**report, "stopped": None})
+    text = chart.summary_text({**report, "stopped": "at step 4: RuntimeError: boom", "uncached_calls": 8})
+    assert text.splitlines()[-1] == "caching stopped at step 4: RuntimeError: boom; the rest of the run was computed whole"
+
+
 def test_summary_text_of_a_failed_run(chart):
     text = chart.summary_text(run_report(0.1, status="failed"))
     assert text.startswith(f"SeaCache run failed over {STEPS} steps (threshold 0.1):\nSeaCache: {STEPS} calls, ")

@@ -21,7 +21,11 @@ class StackCall:
     ``enter(rows)`` returns the stack output to use instead of running the stack (a reused call), or None when
     the stack must run; ``leave(rows_out)`` records the computed output. Rows arrive in batch order, all at once
     (block stacks, diffusion-model calls) or item by item (models that loop over the batch). ``lock`` serialises
-    the gate between concurrent calls of one run."""
+    the gate between concurrent calls of one run.
+
+    Whatever SeaCache runs inside the model goes through :meth:`guarded` (``enter`` and ``leave`` do): if it raises,
+    the exception is kept in ``failure``, every later seam step of this call does nothing, so the model computes
+    the rest of the call whole, and the runtime computes the rest of the run whole."""
 
     def __init__(self, gate: SeaCacheGate, lock: threading.Lock, decision: Decision, batch: int, latent_channels: int):
         self.gate, self.lock, self.decision, self.batch = gate, lock, decision, batch
@@ -35,6 +39,18 @@ class StackCall:
         self.inputs: list[torch.Tensor] = []
         self.outputs: list[torch.Tensor] = []
         self.done = False
+        self.failure: Exception | None = None
+
+    def guarded(self, step, *args):
+        """``step(*args)``, SeaCache's own code inside the model; None (run the model's own code) once it or an
+        earlier step of this call raised."""
+        if self.failure is not None:
+            return None
+        try:
+            return step(*args)
+        except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
+            self.failure = exc
+            return None
 
     def predict_and_commit(self, like: torch.Tensor) -> torch.Tensor | None:
         """The extrapolated stack residual shaped like ``like``, with the reuse committed; None when the history does
@@ -47,7 +63,11 @@ class StackCall:
 
     @torch.compiler.disable
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
-        """Stack output for these rows on a reused call (input plus the extrapolated residual), else None."""
+        """Stack output for these rows on a reused call (input plus the extrapolated residual), else None (also
+        after a failure: the stack then runs)."""
+        return self.guarded(self._enter, stack_in)
+
+    def _enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
         if self.reusing is None:
             self.reusing = False
             if self.decision.reuse:
@@ -66,6 +86,9 @@ class StackCall:
     @torch.compiler.disable
     def leave(self, stack_out: torch.Tensor) -> None:
         """Record the computed output of the rows entered last; commit the residual after the last row."""
+        self.guarded(self._leave, stack_out)
+
+    def _leave(self, stack_out: torch.Tensor) -> None:
         self.outputs.append(stack_out)
         if sum(o.shape[0] for o in self.outputs) < self.batch:
             return
