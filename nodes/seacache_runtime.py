@@ -10,8 +10,10 @@ decides on the sampler's latent and hands a :class:`.seams.call.StackCall` to th
 
 Failure behaviour, the same for every seam:
 
-- Bad settings, a MODEL that is no diffusion model, or another step cache on the MODEL: ValueError at Apply or
-  at run start, before the first step, naming the problem and the fix; the input MODEL is unchanged.
+- Bad settings, a MODEL that is no diffusion model, another step cache on the MODEL, or run inputs SeaCache cannot
+  serve (a latent that is not 4-D or 5-D, NaN/Inf in latent, noise or sigmas, a rising schedule:
+  :mod:`.run_inputs`): ValueError at Apply or at run start, before the first step, naming the problem and the fix;
+  the input MODEL is unchanged.
 - A call that never passes the seam (a code path the seam does not know, an output that does not match the
   latent): it ran whole, so its output is exact; the gate forgets it and the report counts it in
   ``uncached_calls``. Never an error in the middle of sampling.
@@ -40,6 +42,7 @@ import comfy.model_management
 
 from ..seacache_core import SeaCacheConfig, SeaCacheSession
 from .composition import mark_guidance_calls, options_signature, refuse_other_caches
+from .run_inputs import refuse_bad_run_inputs
 from .run_scope import run_scoped_option
 from .seams import select_seam
 from .seams.base import Seam
@@ -236,6 +239,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_OPTION]
     refuse_other_caches(guider.model_patcher, guider.model_options)
     seam = select_seam(guider.model_patcher, guider.model_options)
+    refuse_bad_run_inputs(args, kwargs)
     sigmas = args[3] if len(args) > 3 else kwargs["sigmas"]
     model_sampling = guider.model_patcher.get_model_object("model_sampling")
     for sigma in sigmas.flatten().tolist():  # the gate maps each call's sigma on the device, unchecked
