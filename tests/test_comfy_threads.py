@@ -160,3 +160,42 @@ def test_two_threads_on_one_community_model_decide_as_one_thread(comfy, pack, mo
         handle.remove()
     assert all(torch.equal(out, alone) for out in outs)
     assert len(reports.by_thread) == 2 and all(r == alone_report for r in reports.by_thread.values())
+
+
+def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history(pack):
+    """ComfyUI's memory estimate of a run is shadowed on the shared model instance while the run prepares: a second
+    thread preparing meanwhile waits, then counts its own history (not the first run's), and nothing is left behind."""
+    from types import SimpleNamespace
+
+    runtime = sys.modules[f"{pack.__name__}.nodes.seacache_runtime"]
+
+    class Base:
+        def memory_required(self, input_shape):
+            return 1000
+
+    base = Base()
+    model = SimpleNamespace(model=base)
+    holding, release, seen = threading.Event(), threading.Event(), {}
+
+    def first(model, *args, **kwargs):
+        seen["first"] = model.model.memory_required((1,))
+        holding.set()
+        assert release.wait(10)
+
+    def second(model, *args, **kwargs):
+        seen["second"] = model.model.memory_required((1,))
+
+    def prepare(executor, history):
+        run = SimpleNamespace(history_bytes=lambda base, shape: history)
+        runtime.count_history_in_memory_estimate(executor, model, model_options={"transformer_options": {runtime.RUN_OPTION: run}})
+
+    a = threading.Thread(target=prepare, args=(first, 10))
+    a.start()
+    assert holding.wait(10)
+    b = threading.Thread(target=prepare, args=(second, 20))
+    b.start()
+    b.join(0.5)  # time for the second thread to reach the model while the first holds it
+    release.set()
+    a.join()
+    b.join()
+    assert seen == {"first": 1010, "second": 1020} and "memory_required" not in vars(base)
