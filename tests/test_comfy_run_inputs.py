@@ -129,3 +129,16 @@ def test_other_steps_and_size_on_a_second_run_start_clean(comfy, wan):
     assert torch.equal(second, expected)
     assert second_report == last_report(fresh)
     assert second_report["steps"] == 6 and second_report["calls"] == 6 and second_report["reused"] > 0
+
+
+def test_other_steps_and_size_on_a_second_cosmos3_run_start_clean(tiny):
+    """The same on this pack's Cosmos3 (its generator-stack seam, its per-run text cache)."""
+    patched = tiny.seacache(threshold=1.0)
+    tiny.sample(patched, steps=10)
+    assert last_report(patched)["steps"] == 10 and last_report(patched)["reused"] > 0
+    small = tiny.empty(width=48, height=32, length=5)
+    second = tiny.sample(patched, latent=small, steps=6)
+    second_report = last_report(patched)
+    fresh = tiny.seacache(threshold=1.0)
+    assert torch.equal(second, tiny.sample(fresh, latent=small, steps=6))
+    assert second_report == last_report(fresh) and second_report["calls"] == 6 and second_report["reused"] > 0
