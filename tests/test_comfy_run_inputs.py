@@ -142,3 +142,22 @@ def test_other_steps_and_size_on_a_second_cosmos3_run_start_clean(tiny):
     fresh = tiny.seacache(threshold=1.0)
     assert torch.equal(second, tiny.sample(fresh, latent=small, steps=6))
     assert second_report == last_report(fresh) and second_report["calls"] == 6 and second_report["reused"] > 0
+
+
+def test_every_core_scheduler_gives_a_schedule_that_passes(wan):
+    """No false refusal: the schedules of every ComfyUI scheduler, 1 to 50 steps, pass the run-start schedule check,
+    except kl_optimal at 1 step, whose schedule holds NaN (the run would be NaN anyway)."""
+    from comfy.samplers import SCHEDULER_NAMES, calculate_sigmas
+
+    from seacache_core.run_inputs import refuse_bad_schedule
+
+    model_sampling = wan.get_model_object("model_sampling")
+    refused = []
+    for scheduler in SCHEDULER_NAMES:
+        for steps in (1, 2, 3, 4, 6, 10, 20, 30, 50):
+            sigmas = calculate_sigmas(model_sampling, scheduler, steps)
+            try:
+                refuse_bad_schedule(sigmas.tolist())
+            except ValueError as error:
+                refused.append((scheduler, steps, "NaN" in str(error)))
+    assert len(SCHEDULER_NAMES) >= 9 and refused in ([], [("kl_optimal", 1, True)])
