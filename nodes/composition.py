@@ -14,6 +14,8 @@ OTHER_CACHES = {
     "magcache": "MagCache (ComfyUI-MagCache)",
 }
 GUIDANCE_FUNCTIONS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
+GUIDANCE_OPTION = "seacache_guidance_call"
+"""transformer_options key set on the model calls a guidance function makes (they run uncached)."""
 
 
 def other_cache(model_patcher, model_options: dict) -> str | None:
@@ -46,18 +48,23 @@ def options_signature(transformer_options: dict) -> dict:
     return {kind: {key: id(patch) for key, patch in patches.items()} for kind, patches in replaced.items()}
 
 
-def mark_guidance_calls(model_options: dict, run) -> None:
-    """Wrap the run's pre-/post-CFG functions (in the run's private options) so that model calls they make count
-    as guidance calls: ``run.guidance_depth`` is raised while one runs."""
+def marked_as_guidance(model_options: dict) -> dict:
+    """A copy of ``model_options`` whose calls are marked as guidance calls (``GUIDANCE_OPTION`` in their
+    transformer_options); the given options are not changed."""
+    return {**model_options, "transformer_options": {**model_options.get("transformer_options", {}), GUIDANCE_OPTION: True}}
+
+
+def mark_guidance_calls(model_options: dict) -> None:
+    """Wrap the run's pre-/post-CFG functions (in the run's private options) so that the model calls they make carry
+    ``GUIDANCE_OPTION``: the mark travels with each call's options, so it holds in whichever thread runs the call
+    (ComfyUI's MultiGPU pool) and is never seen by another thread's calls; nothing is shared between calls."""
 
     def marked(function):
         @wraps(function)
         def guidance(args):
-            run.guidance_depth += 1
-            try:
+            if "model_options" not in args:
                 return function(args)
-            finally:
-                run.guidance_depth -= 1
+            return function({**args, "model_options": marked_as_guidance(args["model_options"])})
 
         return guidance
 

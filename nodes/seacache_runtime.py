@@ -10,8 +10,10 @@ decides on the sampler's latent and hands a :class:`.seams.call.StackCall` to th
 
 Failure behaviour, the same for every seam:
 
-- Bad settings, a MODEL that is no diffusion model, or another step cache on the MODEL: ValueError at Apply or
-  at run start, before the first step, naming the problem and the fix; the input MODEL is unchanged.
+- Bad settings, a MODEL that is no diffusion model, another step cache on the MODEL, or run inputs SeaCache cannot
+  serve (a latent that is not 4-D or 5-D, NaN/Inf in latent, noise or sigmas, a rising schedule:
+  :mod:`.run_inputs`): ValueError at Apply or at run start, before the first step, naming the problem and the fix;
+  the input MODEL is unchanged.
 - A call that never passes the seam (a code path the seam does not know, an output that does not match the
   latent): it ran whole, so its output is exact; the gate forgets it and the report counts it in
   ``uncached_calls``. Never an error in the middle of sampling.
@@ -39,7 +41,8 @@ from dataclasses import dataclass, field
 import comfy.model_management
 
 from ..seacache_core import SeaCacheConfig, SeaCacheSession
-from .composition import mark_guidance_calls, options_signature, refuse_other_caches
+from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
+from .run_inputs import refuse_bad_run_inputs
 from .run_scope import run_scoped_option
 from .seams import select_seam
 from .seams.base import Seam
@@ -50,6 +53,8 @@ SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
 PROGRESS_EVENT = "seacache.progress"
 logger = logging.getLogger(__name__)
+ESTIMATE_LOCK = threading.RLock()
+"""Held while a run's memory estimate shadows ``memory_required`` on the (shared) model instance."""
 
 
 @dataclass
@@ -106,7 +111,6 @@ class SeaCacheRun:
         self.lock = threading.Lock()
         self.names: dict = {}
         self.windows: dict = {}
-        self.guidance_depth = 0
         self.uncached_calls = 0
         self.guidance_calls = 0
         self.stopped: str | None = None  # why SeaCache stopped caching mid-run (its own code raised); None: it did not
@@ -141,7 +145,7 @@ class SeaCacheRun:
     def is_guidance_call(self, transformer_options: dict) -> bool:
         """Whether this call belongs to guidance rather than to the sampler's step: made inside a guidance
         function, or with other block/attention patches than the run's (e.g. skip-layer guidance)."""
-        return self.guidance_depth > 0 or options_signature(transformer_options) != self.patches_signature
+        return transformer_options.get(GUIDANCE_OPTION, False) or options_signature(transformer_options) != self.patches_signature
 
     def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> StackCall:
         """The gate's decision for one call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow
@@ -236,6 +240,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_OPTION]
     refuse_other_caches(guider.model_patcher, guider.model_options)
     seam = select_seam(guider.model_patcher, guider.model_options)
+    refuse_bad_run_inputs(args, kwargs)
     sigmas = args[3] if len(args) > 3 else kwargs["sigmas"]
     model_sampling = guider.model_patcher.get_model_object("model_sampling")
     for sigma in sigmas.flatten().tolist():  # the gate maps each call's sigma on the device, unchecked
@@ -247,7 +252,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
         with run_scoped_option(guider, RUN_OPTION, run):
             seam.enter_run(guider.model_options)
             run.patches_signature = options_signature(guider.model_options["transformer_options"])
-            mark_guidance_calls(guider.model_options, run)
+            mark_guidance_calls(guider.model_options)
             out = executor(*args, **kwargs)
         status = "completed"
         return out
@@ -259,22 +264,25 @@ def outer_sample_wrapper(executor, *args, **kwargs):
 def count_history_in_memory_estimate(executor, model, *args, **kwargs):
     """``PREPARE_SAMPLING`` wrapper: while ComfyUI estimates the memory a run needs and frees it, the model's
     estimate includes the run's residual history (every seam, every ComfyUI version: the estimate is taken from
-    ``memory_required``, which is shadowed on the model instance for this call only and restored however it
-    ends). The shadow shows the model's own signature (``functools.wraps``): newer ComfyUI passes keywords such
-    as ``memory_efficient_attention`` only to estimators whose signature takes them."""
+    ``memory_required``, which is shadowed on the model instance for this call only, one thread at a time, and
+    restored however it ends). The shadow shows the model's own signature (``functools.wraps``): newer ComfyUI
+    passes keywords such as ``memory_efficient_attention`` only to estimators whose signature takes them."""
     options = kwargs.get("model_options") or {}
     run: SeaCacheRun | None = options.get("transformer_options", {}).get(RUN_OPTION)
     base = model.model
-    if run is None or "memory_required" in vars(base):
+    if run is None:
         return executor(model, *args, **kwargs)
-    estimate = base.memory_required
+    with ESTIMATE_LOCK:  # two threads preparing runs of one model would see (and delete) each other's shadow
+        if "memory_required" in vars(base):
+            return executor(model, *args, **kwargs)
+        estimate = base.memory_required
 
-    @functools.wraps(estimate)
-    def memory_required(input_shape, *a, **kw):
-        return estimate(input_shape, *a, **kw) + run.history_bytes(base, input_shape)
+        @functools.wraps(estimate)
+        def memory_required(input_shape, *a, **kw):
+            return estimate(input_shape, *a, **kw) + run.history_bytes(base, input_shape)
 
-    base.memory_required = memory_required
-    try:
-        return executor(model, *args, **kwargs)
-    finally:
-        del base.memory_required
+        base.memory_required = memory_required
+        try:
+            return executor(model, *args, **kwargs)
+        finally:
+            del base.memory_required

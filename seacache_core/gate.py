@@ -11,6 +11,7 @@ from .branch import NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason,
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory
 from .indicator import make_indicator
+from .ranks import agreed_reuse
 from .sea_filter import GainCache, sea_filter_float32
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
@@ -19,10 +20,10 @@ from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 class Decision:
     """The verdict of `SeaCacheGate.decide` for one call.
 
-    `reuse` is True only when every branch may reuse. `reason` says why the call computes: a forced reason
-    (warmup, end, reset, max_consecutive, no_history, window, off_schedule, repeat) or "threshold"; None on
-    reuse. `distance` and `accumulated` are maxima over the branches (None where none was evaluated).
-    `branches` holds the per-branch plans that `commit` applies.
+    `reuse` is True only when every branch may reuse (and, in a sequence-parallel run, every rank: `.ranks`).
+    `reason` says why the call computes: a forced reason (warmup, end, reset, max_consecutive, no_history, window,
+    off_schedule, repeat, other_rank) or "threshold"; None on reuse. `distance` and `accumulated` are maxima over
+    the branches (None where none was evaluated). `branches` holds the per-branch plans that `commit` applies.
     """
 
     reuse: bool
@@ -170,9 +171,10 @@ class SeaCacheGate:
 
     def _decision(self, plans: list[BranchPlan], step: int | None, sigma: float, latent: torch.Tensor) -> Decision:
         """The call's verdict from its branch plans, registered as in flight."""
-        reuse = all(not plan.frozen and plan.reason is None for plan in plans)
+        wanted = all(not plan.frozen and plan.reason is None for plan in plans)
+        reuse = agreed_reuse(wanted, latent.device)  # across ranks of a sequence-parallel run, else ``wanted``
         forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
-        reason = None if reuse else (forced[0] if forced else "threshold")
+        reason = None if reuse else ("other_rank" if wanted else forced[0] if forced else "threshold")
         decision = Decision(
             reuse,
             reason,

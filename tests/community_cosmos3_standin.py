@@ -119,18 +119,21 @@ class Cosmos3OmniTransformer(torch.nn.Module):
         return out
 
 
-def build(seed: int = 0, layout: str = "b9226bf"):
-    """A ModelPatcher around a flow-matching BaseModel holding the stand-in (random weights, CPU)."""
+def build(seed: int = 0, layout: str = "b9226bf", latent_format=None):
+    """A ModelPatcher around a flow-matching BaseModel holding the stand-in (random weights, CPU); ``latent_format``
+    (a ComfyUI latent format class with 16 channels) replaces the default Wan 2.1 video format."""
     import comfy.conds
     import comfy.latent_formats
     import comfy.model_base
     import comfy.model_patcher
     import comfy.supported_models_base
 
+    chosen_format = comfy.latent_formats.Wan21 if latent_format is None else latent_format
+
     class StandInConfig(comfy.supported_models_base.BASE):
         unet_config = {"layout": layout}
         unet_extra_config = {}
-        latent_format = comfy.latent_formats.Wan21
+        latent_format = chosen_format
         sampling_settings = {"shift": 3.0, "multiplier": 1.0}
         supported_inference_dtypes = [torch.float32]
 

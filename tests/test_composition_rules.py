@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -41,14 +42,46 @@ def test_options_signature_tells_other_replacement_patches(composition):
 
 
 def test_guidance_functions_mark_their_model_calls(composition):
-    run = SimpleNamespace(guidance_depth=0)
     seen = []
 
     def post_cfg(args):
-        seen.append(run.guidance_depth)
+        seen.append(args["model_options"]["transformer_options"].get(composition.GUIDANCE_OPTION))
         return args["denoised"]
 
+    run_options = {"transformer_options": {"seacache_run": "run"}}
     options = {"sampler_post_cfg_function": [post_cfg]}
-    composition.mark_guidance_calls(options, run)
-    assert options["sampler_post_cfg_function"][0]({"denoised": 7}) == 7
-    assert seen == [1] and run.guidance_depth == 0
+    composition.mark_guidance_calls(options)
+    assert options["sampler_post_cfg_function"][0]({"denoised": 7, "model_options": run_options}) == 7
+    assert seen == [True] and run_options == {"transformer_options": {"seacache_run": "run"}}  # the run's options unchanged
+
+
+def test_two_threads_guidance_marks_stay_with_their_calls(composition):
+    """One thread inside a guidance function, another making the sampler's own call at the same moment, a third
+    running the guidance function's model call for it (ComfyUI's MultiGPU pool): only the guidance call is marked."""
+    inside, done = threading.Event(), threading.Event()
+    marks = {}
+
+    def model_call(name, model_options):
+        marks[name] = model_options["transformer_options"].get(composition.GUIDANCE_OPTION, False)
+
+    def post_cfg(args):
+        inside.set()
+        pool = threading.Thread(target=model_call, args=("guidance (pool thread)", args["model_options"]))
+        pool.start()
+        pool.join()
+        assert done.wait(10)  # stay inside the guidance function until the other thread's sampler call is made
+        model_call("guidance (own thread)", args["model_options"])
+        return args["denoised"]
+
+    run_options = {"transformer_options": {"seacache_run": "run"}}
+    options = {"sampler_post_cfg_function": [post_cfg]}
+    composition.mark_guidance_calls(options)
+    guidance = threading.Thread(target=options["sampler_post_cfg_function"][0], args=({"denoised": 1, "model_options": run_options},))
+    guidance.start()
+    assert inside.wait(10)
+    sampler = threading.Thread(target=model_call, args=("sampler", run_options))
+    sampler.start()
+    sampler.join()
+    done.set()
+    guidance.join()
+    assert marks == {"guidance (pool thread)": True, "sampler": False, "guidance (own thread)": True}

@@ -1,0 +1,60 @@
+"""The checks a host makes once, at run start, on what a sampling run hands SeaCache: the latent's rank, that latent
+and noise are finite, and the sigma schedule. Each failure is a ValueError naming the problem and the fix, raised
+before the first model call; none of them can then surface in the middle of sampling (docs/algorithm.md §8)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+SHAPES = "[B, C, H, W] (image) or [B, C, T, H, W] (video)"
+
+
+def refuse_latent_rank(shape: Sequence[int]) -> None:
+    """ValueError unless the latent the gate will see is 4-D or 5-D: the SEA filter weighs spatial (and temporal)
+    frequencies, which a 1-D latent (an audio model's [B, C, L]) does not have."""
+    if len(shape) not in (4, 5):
+        raise ValueError(
+            f"SeaCache Apply serves image and video models, whose latents are {SHAPES}; this run's latent has shape "
+            f"{tuple(shape)} (an audio model's [B, C, L] looks like this), which the SEA filter cannot weigh. Connect "
+            f"this sampler to the MODEL without SeaCache Apply."
+        )
+
+
+def refuse_non_finite(tensors: dict[str, torch.Tensor]) -> None:
+    """ValueError naming each of ``tensors`` (name -> tensor) that holds NaN or Inf; one host read for all of them."""
+    names = list(tensors)
+    if not names:
+        return
+    device = tensors[names[0]].device
+    finite = torch.stack([torch.isfinite(t).all().to(device) for t in tensors.values()]).tolist()
+    bad = [name for name, ok in zip(names, finite) if not ok]
+    if bad:
+        raise ValueError(
+            f"The {' and the '.join(bad)} given to the sampler hold NaN or Inf, so every step would be NaN and "
+            f"SeaCache's distances meaningless. Check the node that made it (a VAE encode in the wrong precision, "
+            f"a latent from a failed run, a custom noise or latent node) and feed a finite latent."
+        )
+
+
+def refuse_bad_schedule(sigmas: Sequence[float]) -> None:
+    """ValueError for a sigma schedule with NaN/Inf or one that rises anywhere: SeaCache maps each call to its step by
+    sigma and extrapolates along a falling schedule. Equal neighbours are allowed (a schedule may hold its last value);
+    samplers that restart inside a run (restart sampling) get the falling schedule here and go back up inside the
+    sampler, which the gate handles as calls off the schedule or as resets."""
+    values = [float(s) for s in sigmas]
+    if not all(math.isfinite(s) for s in values):
+        raise ValueError(
+            f"The sigma schedule holds NaN or Inf ({values}). Check the scheduler node or the SIGMAS input that "
+            f"built it; every sigma must be a finite number."
+        )
+    rises = [i for i in range(1, len(values)) if values[i] > values[i - 1]]
+    if rises:
+        i = rises[0]
+        raise ValueError(
+            f"SeaCache needs a falling sigma schedule, but sigma rises from {values[i - 1]:g} to {values[i]:g} at "
+            f"step {i} of {values}. Fix the SIGMAS input (a node that joins or edits schedules), or, for unsampling "
+            f"and inversion (FlipSigmas), connect that sampler to the MODEL without SeaCache Apply."
+        )
