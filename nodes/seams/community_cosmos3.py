@@ -23,6 +23,7 @@ Which layout a MODEL has is checked at Apply and at run start from the layer met
 from __future__ import annotations
 
 import inspect
+import threading
 from contextlib import contextmanager
 
 import torch
@@ -86,7 +87,12 @@ class GatedLayerStack(torch.nn.ModuleList):
 
     def __init__(self, layers):
         super().__init__(layers)
-        self.call: StackCall | None = None
+        self.calls: dict[int, StackCall] = {}  # the call each thread has bound (threads may share one model)
+
+    @property
+    def call(self) -> StackCall | None:
+        """The call bound by the current thread, None outside a gated call of this thread."""
+        return self.calls.get(threading.get_ident())
 
     def __iter__(self):
         layers, call = list(self._modules.values()), self.call
@@ -131,11 +137,11 @@ def _bind(base_model, call):
     if not isinstance(stack, GatedLayerStack):
         yield
         return
-    stack.call = call
+    stack.calls[threading.get_ident()] = call
     try:
         yield
     finally:
-        stack.call = None
+        del stack.calls[threading.get_ident()]
 
 
 def _residual_numel(diffusion_model, input_shape) -> int:
