@@ -160,7 +160,7 @@ def main() -> None:
     if args.chart:
         import comfyui_harness
 
-        chart = comfyui_harness.import_pack_module("nodes.timeline_chart")
+        chart = comfyui_harness.import_pack_module("nodes.seacache.chart")
         chart.render_timeline(report).save(args.chart)
         print(f"timeline chart saved to {args.chart}")
 

@@ -9,7 +9,7 @@ returns a ``SimpleNamespace`` of handles. It is idempotent per process.
 The pack itself is imported the way ComfyUI imports a custom-node folder: a
 package spec for ``<repo>/__init__.py`` with the repo root as its submodule
 search location, so the pack's relative imports work (``import_pack``).
-``import_pack_module("nodes.vae")`` imports one submodule of that package
+``import_pack_module("nodes.cosmos3.vae")`` imports one submodule of that package
 without executing ``__init__.py`` (which may not exist yet, or may pull in
 code that is still being written).
 
@@ -319,7 +319,7 @@ def _ensure_pack_package(name: str):
 
 
 def import_pack_module(relname: str, name: str = PACK_MODULE_NAME):
-    """Import ``<name>.<relname>`` (e.g. ``nodes.vae``) from this repo as part of the pack package.
+    """Import ``<name>.<relname>`` (e.g. ``nodes.cosmos3.vae``) from this repo as part of the pack package.
 
     Does not execute the pack's ``__init__.py``; relative imports between the
     pack's own modules work.

@@ -30,7 +30,7 @@ def comfy(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def import_pack_module():
-    """Callable: ``import_pack_module("nodes.vae")`` -> ``seacache_pack.nodes.vae`` (``__init__`` not run)."""
+    """Callable: ``import_pack_module("nodes.cosmos3.vae")`` -> ``seacache_pack.nodes.cosmos3.vae`` (``__init__`` not run)."""
     return comfyui_harness.import_pack_module
 
 

@@ -20,7 +20,7 @@ ATOL = 1e-5
 
 @pytest.fixture(scope="module")
 def vae_mod(comfy, import_pack_module):
-    return import_pack_module("nodes.vae")
+    return import_pack_module("nodes.cosmos3.vae")
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,7 @@ def test_structure_checker_finds_problems():
 def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
-    assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
+    assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache/apply.py"
     expected = APPLY_DEFAULTS[:-2] + ["cpu", APPLY_DEFAULTS[-1]] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
     assert apply["widgets_values"] == expected
 

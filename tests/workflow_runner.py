@@ -96,9 +96,9 @@ def load_workflow(path) -> dict:
 
 
 def pack_node_ids(root: Path = PACK_ROOT) -> set[str]:
-    """Node ids the pack defines: every ``node_id="..."`` in ``nodes/*.py`` (a text scan)."""
+    """Node ids the pack defines: every ``node_id="..."`` in ``nodes/**/*.py`` (a text scan)."""
     ids = set()
-    for path in sorted((root / "nodes").glob("*.py")):
+    for path in sorted((root / "nodes").rglob("*.py")):
         ids.update(re.findall(r'node_id\s*=\s*"([^"]+)"', path.read_text(encoding="utf-8")))
     return ids
 
@@ -214,7 +214,7 @@ def topological_order(workflow: dict, skip_types=VIRTUAL_NODE_TYPES) -> list[int
 def literal_widget_defaults(node_id: str, root: Path = PACK_ROOT) -> list[tuple[str, str, Any]] | None:
     """``[(name, io type, default)]`` of the widget inputs of pack node ``node_id`` in schema order, read from
     the source of its ``define_schema`` (None when its ``inputs=`` is not a literal list)."""
-    for path in sorted((root / "nodes").glob("*.py")):
+    for path in sorted((root / "nodes").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
         for call in ast.walk(tree):

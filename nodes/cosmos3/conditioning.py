@@ -12,7 +12,7 @@ import comfy.utils
 import node_helpers
 from comfy_api.latest import io
 
-from ..cosmos3.schedule import reference_sigmas
+from ...cosmos3.schedule import reference_sigmas
 
 LATENT_CHANNELS = 48
 TEMPORAL = 4  # VAE temporal compression: latent frame t > 0 covers video frames 4t-3 .. 4t

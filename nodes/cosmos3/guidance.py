@@ -6,7 +6,7 @@ from __future__ import annotations
 import comfy.samplers
 from comfy_api.latest import io
 
-from ..cosmos3.presets import TIMESTEP_SCALE, guidance_active
+from ...cosmos3.presets import TIMESTEP_SCALE, guidance_active
 
 TIMESTEP_MAX = int(TIMESTEP_SCALE)  # pipeline timestep = 1000 * sigma
 

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import folder_paths
 from comfy_api.latest import io
 
-from ..cosmos3.checkpoint import WEIGHT_NAMES, read_distilled_schedule, read_negative_prompt, tokenizer_folder
-from ..cosmos3.tokenizer import Cosmos3Tokenizer
-from .cosmos3_loading import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
-from .cosmos3_sound import Cosmos3AudioVAEIO, audio_vae_handle
+from ...cosmos3.checkpoint import WEIGHT_NAMES, read_distilled_schedule, read_negative_prompt, tokenizer_folder
+from ...cosmos3.tokenizer import Cosmos3Tokenizer
+from .io_types import Cosmos3AudioVAEIO, Cosmos3Text, Cosmos3TextIO
+from .loading import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
+from .sound import audio_vae_handle
 from .vae import load_cosmos3_vae
-
-Cosmos3TextIO = io.Custom("COSMOS3_TEXT")
-
-
-@dataclass(frozen=True)
-class Cosmos3Text:
-    """The prompt side of a checkpoint: its tokenizer and its recommended negative prompt (may be empty)."""
-
-    tokenizer: Cosmos3Tokenizer
-    negative_prompt: str
-
 
 MODEL_FOLDER = "cosmos3"  # models/cosmos3/<name>/, where the community Cosmos3 pack keeps checkpoints
 SEARCHED_FOLDERS = ("diffusion_models", MODEL_FOLDER)

@@ -18,8 +18,8 @@ import comfy.model_patcher
 import comfy.patcher_extension
 import comfy.utils
 
-from ..cosmos3 import check_checkpoint, expected_tensors, read_config, require_cosmos3_keys, shard_files, tensor_shapes
-from .cosmos3_model import Cosmos3ModelConfig, keep_conditioned_outer_sample, text_kv_outer_sample
+from ...cosmos3 import check_checkpoint, expected_tensors, read_config, require_cosmos3_keys, shard_files, tensor_shapes
+from .model import Cosmos3ModelConfig, keep_conditioned_outer_sample, text_kv_outer_sample
 
 log = logging.getLogger(__name__)
 

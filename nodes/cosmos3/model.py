@@ -16,11 +16,11 @@ import comfy.supported_models_base
 import comfy.utils
 from comfy.ldm.modules.attention import optimized_attention
 
-from ..cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
-from ..cosmos3.memory import activation_bytes
-from ..cosmos3.ops import expand_kv_heads, sdpa_attention
+from ...cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
+from ...cosmos3.memory import activation_bytes
+from ...cosmos3.ops import expand_kv_heads, sdpa_attention
 from .conditioning import video_frames
-from .run_scope import run_scoped_option
+from ..run_scope import run_scoped_option
 
 GEN_STACK_WRAPPER = "cosmos3_gen_stack"
 """Wrapper type around ``run_gen_stack`` (``ModelPatcher.add_wrapper_with_key``), for nodes that work on the

@@ -10,8 +10,8 @@ import torch
 
 from comfy_api.latest import io
 
-from ..cosmos3.tokenizer import Cosmos3Tokenizer
-from .loader import Cosmos3TextIO
+from ...cosmos3.tokenizer import Cosmos3Tokenizer
+from .io_types import Cosmos3TextIO
 
 SPATIAL, TEMPORAL = 16, 4  # Wan2.2 VAE: pixels per latent cell and frames per latent frame (after the first)
 

@@ -18,14 +18,13 @@ import comfy.model_management
 import comfy.model_patcher
 from comfy_api.latest import io
 
-from ..cosmos3.audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig, Cosmos3AudioVAE, load_audio_vae
+from ...cosmos3.audio_vae import AUDIO_VAE_FOLDER, AudioVAEConfig, Cosmos3AudioVAE, load_audio_vae
 from .conditioning import check_size, latent_shape, video_frames
+from .io_types import Cosmos3AudioVAEIO
 
 AV_LATENTS_VERSION = "0.33.0"
 """The ComfyUI version this pack's sound was tested on; any ComfyUI with ``comfy/nested_tensor.py`` (LTX-2's
 audio-video latents, January 2026 on) has what it needs."""
-
-Cosmos3AudioVAEIO = io.Custom("COSMOS3_AUDIO_VAE")
 
 
 def require_av_latents():

@@ -8,9 +8,9 @@ import inspect
 import comfy.patcher_extension
 from comfy_api.latest import io
 
-from ..seacache_core import SeaCacheConfig, validate_window
+from ...seacache_core import SeaCacheConfig, validate_window
 from .composition import refuse_other_caches
-from .seacache_runtime import (
+from .runtime import (
     SETTINGS_OPTION,
     SeaCacheSettings,
     count_history_in_memory_estimate,
@@ -18,7 +18,7 @@ from .seacache_runtime import (
     outer_sample_wrapper,
 )
 from .seams import WRAPPER_KEY, remove_seacache, select_seam
-from .seams.sampling import flow_scale_and_sigma
+from .sampling import flow_scale_and_sigma
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}

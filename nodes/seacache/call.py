@@ -12,7 +12,7 @@ from ...seacache_core import Decision, SeaCacheGate
 CALL_OPTION = "seacache_call"
 """transformer_options key under which the SeaCache runtime hands the current call to the seam."""
 RUN_OPTION = "seacache_run"
-"""transformer_options key holding the SeaCache run (``nodes.seacache_runtime.SeaCacheRun``) during sampling."""
+"""transformer_options key holding the SeaCache run (``nodes.seacache.runtime.SeaCacheRun``) during sampling."""
 
 
 class StackCall:

@@ -5,7 +5,7 @@ Per sampling run, :func:`outer_sample_wrapper` (run start, when every patch of t
 what cannot be honoured (:mod:`.composition`), chooses the seam for the final MODEL, lets it place its run-time
 hooks in the run's private model options, and creates the run's :class:`SeaCacheRun`; the run publishes its report
 to the Stats node and frees its state however it ends. Per model call, :func:`gate_model_call` (``APPLY_MODEL``)
-decides on the sampler's latent and hands a :class:`.seams.call.StackCall` to the seam, which enters the stack
+decides on the sampler's latent and hands a :class:`.call.StackCall` to the seam, which enters the stack
 (the predicted output on a reused call) or runs it and leaves it (the residual is committed).
 
 Failure behaviour, the same for every seam:
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 
 import comfy.model_management
 
-from ..seacache_core import SeaCacheConfig, SeaCacheSession
+from ...seacache_core import SeaCacheConfig, SeaCacheSession
 from .composition import mark_guidance_calls, options_signature, refuse_other_caches
-from .run_scope import run_scoped_option
+from ..run_scope import run_scoped_option
 from .seams import select_seam
 from .seams.base import Seam
-from .seams.call import CALL_OPTION, RUN_OPTION, StackCall
-from .seams.sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
+from .call import CALL_OPTION, RUN_OPTION, StackCall
+from .sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
 
 SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""

@@ -8,8 +8,8 @@ import torch
 
 from comfy_api.latest import io
 
-from .seacache_runtime import SETTINGS_OPTION
-from .timeline_chart import render_timeline, summary_text
+from .runtime import SETTINGS_OPTION
+from .chart import render_timeline, summary_text
 
 
 def last_report(model) -> dict | None:

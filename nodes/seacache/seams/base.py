@@ -1,4 +1,4 @@
-"""What every seam provides to the SeaCache runtime (:mod:`..seacache_runtime`): where the skippable stack begins
+"""What every seam provides to the SeaCache runtime (:mod:`..runtime`): where the skippable stack begins
 and ends inside the model and how to run it. Deciding, predicting and committing are the runtime's."""
 
 from __future__ import annotations

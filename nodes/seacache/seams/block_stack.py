@@ -31,7 +31,7 @@ import comfy.patcher_extension
 import torch
 
 from .base import WRAPPER_KEY, Seam
-from .call import CALL_OPTION, StackCall
+from ..call import CALL_OPTION, StackCall
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
 #                          the image patch embedding, whose shape gives the residual's tokens and width)

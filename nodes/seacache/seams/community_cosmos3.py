@@ -19,7 +19,7 @@ import torch
 
 from .base import Seam
 from .block_stack import embedded_numel
-from .call import StackCall
+from ..call import StackCall
 
 NAME = "Cosmos3 decoder-layer stack (community ComfyUI-Cosmos3)"
 LAYERS = "diffusion_model.layers"

@@ -21,7 +21,7 @@ from dataclasses import replace
 import torch
 
 from .base import Seam
-from .call import CALL_OPTION, RUN_OPTION, StackCall
+from ..call import CALL_OPTION, RUN_OPTION, StackCall
 
 HANDLER = "context_handler"
 STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedules whose windows never move

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ..cosmos3_model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
+from ...cosmos3.model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
 from .base import WRAPPER_KEY, Seam
-from .call import CALL_OPTION, StackCall
+from ..call import CALL_OPTION, StackCall
 
 NAME = "Cosmos3 generator stack (this pack)"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import comfy.patcher_extension
 
 from .base import WRAPPER_KEY, Seam
-from .call import CALL_OPTION, StackCall
+from ..call import CALL_OPTION, StackCall
 
 NAME = "diffusion-model call (output minus input)"
 
