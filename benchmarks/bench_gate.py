@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from seacache_core import GainCache, SeaCacheConfig, SeaCacheGate  # noqa: E402
 

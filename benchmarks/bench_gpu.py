@@ -7,7 +7,7 @@ call) uncached and with SeaCache at its defaults, per size and weight storage (b
 bf16 compute). Prints one table: per-step time of computed and reused steps, the gate's cost (SEA filter +
 distance) as % of a computed step, wall time, measured speedup vs the ideal calls/full, and the peak of
 ``torch.cuda.max_memory_allocated`` split into weights, activations, text K/V and SeaCache history (measured;
-the activation estimate of ``cosmos3.memory`` beside it).
+the activation estimate of ``cosmos3.model.activation_bytes`` beside it).
 
 Timing: CUDA events around every step with a synchronisation per step, after a warm-up run of each path
 (computed and reused steps). Random weights make the gate decide differently from trained ones, so
@@ -40,13 +40,14 @@ import torch
 import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
-from cosmos3.memory import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
+from benchmarks.memory_plan import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
 from cosmos3.random_weights import random_model  # noqa: E402
 from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
-from seacache_host import SeaCachedCosmos3  # noqa: E402
+from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 DEFAULT_SIZES = "832x480x93@35,1280x720x189@10"

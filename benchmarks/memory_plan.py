@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .config import Cosmos3Config
+from cosmos3 import Cosmos3Config, activation_bytes
 
 TEXT, GENERATOR, SHARED = "text", "generator", "shared"
 GIB = 1024**3
@@ -43,14 +43,14 @@ def pathway_of(name: str) -> str:
         return TEXT
     elif name.startswith(_GEN_TOP):
         return GENERATOR
-    raise ValueError(f"cosmos3.memory does not know which pathway parameter {name!r} belongs to.")
+    raise ValueError(f"the memory plan does not know which pathway parameter {name!r} belongs to.")
 
 
 def meta_model(config: Cosmos3Config, weight_dtype: torch.dtype = torch.bfloat16, operations=None):
     """The model on the meta device with its real parameter dtypes (fp8 storage keeps norms, embeddings and
     patch projections in bf16, the time embedder in fp32), without allocating memory."""
-    from .model import Cosmos3Transformer
-    from .ops import TorchOps
+    from cosmos3 import Cosmos3Transformer
+    from cosmos3.ops import TorchOps
 
     return Cosmos3Transformer(config, operations=operations or TorchOps, device="meta", dtype=weight_dtype)
 
@@ -89,19 +89,6 @@ def text_kv_bytes(config: Cosmos3Config, prompt_tokens: list[int], dtype: torch.
     elem = torch.empty((), dtype=dtype).element_size()
     per_token = config.num_hidden_layers * 2 * config.num_key_value_heads * config.head_dim * elem
     return len(prompt_tokens) * max(prompt_tokens) * per_token
-
-
-def activation_bytes(config: Cosmos3Config, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
-    """Estimated activation peak of one model call over ``tokens`` generator tokens (all batch items).
-
-    This is the one activation model of the pack (the memory plan, the ComfyUI model's ``memory_required`` and
-    the benchmarks use it): it is derived from the layer's code rather than fitted, and the GPU benchmark prints
-    the measured peak beside it. The peak is inside a layer's MLP: the stack input (held for the residual), the layer input, the hidden
-    states after attention, the normalised MLP input (4 x hidden) and silu(gate), up and their product
-    (3 x intermediate) per token. Attention is assumed memory-efficient (no tokens^2 matrix), as with
-    PyTorch SDPA flash/efficient kernels; matmul workspaces are not counted."""
-    elem = torch.empty((), dtype=dtype).element_size()
-    return tokens * (4 * config.hidden_size + 3 * config.intermediate_size) * elem
 
 
 def vae_decode_bytes(width: int, height: int, dtype: torch.dtype = torch.bfloat16) -> tuple[int, int]:

@@ -199,55 +199,6 @@ def nearest(videos: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor
     return values / math.sqrt(videos[0].numel()), index
 
 
-def validity(model, steps: int = 35, shift: float = 5.0, cfg: float = CFG, labels: list[int] | None = None) -> dict:
-    """How data-like the natural proxy's samples are, against held-out photo videos (one sample per prompt).
-
-    ``nn_ratio``: median nearest-neighbour distance of generated videos to a reference set of 1024 real videos,
-    divided by the same for 32 held-out real videos (``noise_nn_ratio``: Gaussian noise of the data's mean and
-    std). ``slope`` / ``data_slope``: spectrum slope of generated and real videos. ``prompt_accuracy``: the
-    prompt is recognised when the nearest reference video shows the prompted photo and ``motion_of`` finds the
-    prompted motion (``real_prompt_accuracy`` on held-out real videos; chance 1/32), and ``photo_accuracy`` /
-    ``motion_accuracy`` each part alone (chance 1/8 and 1/4). The ``image_`` entries do
-    the same for single-frame stills (one per photo, photo only; chance 1/8). ``labels``: the video prompts
-    sampled (default: every class once)."""
-    from train_proxy import NATURAL, sample
-
-    def report(frames: int, labels: list[int]) -> dict:
-        reference, reference_y = NATURAL.dataset(1024, 3000, frames)
-        real, real_y = NATURAL.dataset(len(labels), 2000, frames)
-        generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=NATURAL, frames=frames)
-                               for i, k in enumerate(labels)])
-        labels = torch.tensor(labels)
-        noise = reference.mean() + reference.std() * torch.randn(real.shape, generator=torch.Generator().manual_seed(9))
-        photo = lambda y: y // len(MOTIONS)  # noqa: E731
-        real_d, real_i = nearest(real, reference)
-        gen_d, gen_i = nearest(generated, reference)
-        real_ok, gen_ok = photo(reference_y[real_i]) == photo(real_y), photo(reference_y[gen_i]) == photo(labels)
-        photo_accuracy = float(gen_ok.float().mean())
-        if frames > 1:
-            real_ok &= motion_of(real) == real_y % len(MOTIONS)
-            motion_ok = motion_of(generated) == labels % len(MOTIONS)
-            gen_ok &= motion_ok
-        return {
-            "samples": len(labels),
-            "nn_ratio": float(gen_d.median() / real_d.median()),
-            "noise_nn_ratio": float(nearest(noise, reference)[0].median() / real_d.median()),
-            "slope": spectrum_slope(generated),
-            "data_slope": spectrum_slope(reference),
-            "prompt_accuracy": float(gen_ok.float().mean()),
-            "photo_accuracy": photo_accuracy,
-            **({"motion_accuracy": float(motion_ok.float().mean())} if frames > 1 else {}),
-            "real_prompt_accuracy": float(real_ok.float().mean()),
-            "sample_std": float(generated.std()),
-            "data_std": float(reference.std()),
-        }
-
-    video = report(FRAMES, list(range(len(CLASSES))) if labels is None else labels)
-    image = report(1, [p * len(MOTIONS) for p in range(len(PHOTOS))])
-    return {**video, "chance": 1 / len(CLASSES), "shift": shift, "cfg": cfg, "steps": steps,
-            **{f"image_{k}": v for k, v in image.items()}, "image_chance": 1 / len(PHOTOS)}
-
-
 def is_valid(report: dict, prefix: str = "") -> bool:
     """The bar: nearest-neighbour ratio at most held-out real + 0.2 (real scores 1 by construction), spectrum
     slope within 0.3 of the data's, and the prompt recognised in at least 4x chance of the samples (``prefix``

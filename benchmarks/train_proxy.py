@@ -11,8 +11,8 @@ compare on a trained denoiser of this architecture, not what Cosmos3-Nano's vide
 The script trains, checks that samples are data-like (each source's validity report and bar) and writes the
 weights (bf16 safetensors) with a JSON card of the seed, command and validity numbers:
 
-    python scripts/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
-    python scripts/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
+    python benchmarks/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
+    python benchmarks/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
     # 11 min (idle) and 18 min (busy 2-core CPU); write benchmarks/proxy/ and benchmarks/proxy_natural/
 
 The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
@@ -32,14 +32,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (ROOT, os.path.dirname(os.path.abspath(__file__))):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import proxy_natural as natural  # noqa: E402
+from benchmarks import proxy_natural as natural  # noqa: E402
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, reference_sigmas  # noqa: E402
 
 PROXY_DIR = os.path.join(ROOT, "benchmarks", "proxy")
@@ -196,7 +195,7 @@ def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32, data: ProxyData = S
 
     path = os.path.join(folder, WEIGHTS_NAME)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"proxy weights not found at {path}; run scripts/train_proxy.py to make them")
+        raise FileNotFoundError(f"proxy weights not found at {path}; run benchmarks/train_proxy.py to make them")
     model = Cosmos3Transformer(data.config())
     state = {k: v.to(dtype) for k, v in load_file(path).items()}
     model.load_state_dict(state, strict=True)
@@ -317,6 +316,53 @@ def validity(model, labels: list[int] | None = None, steps: int = 35, shift: flo
 VALID_PROBE_ACCURACY = 0.75
 
 
+def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = natural.CFG, labels: list[int] | None = None) -> dict:
+    """How data-like the natural proxy's samples are, against held-out photo videos (one sample per prompt).
+
+    ``nn_ratio``: median nearest-neighbour distance of generated videos to a reference set of 1024 real videos,
+    divided by the same for 32 held-out real videos (``noise_nn_ratio``: Gaussian noise of the data's mean and
+    std). ``slope`` / ``data_slope``: spectrum slope of generated and real videos. ``prompt_accuracy``: the
+    prompt is recognised when the nearest reference video shows the prompted photo and ``motion_of`` finds the
+    prompted motion (``real_prompt_accuracy`` on held-out real videos; chance 1/32), and ``photo_accuracy`` /
+    ``motion_accuracy`` each part alone (chance 1/8 and 1/4). The ``image_`` entries do
+    the same for single-frame stills (one per photo, photo only; chance 1/8). ``labels``: the video prompts
+    sampled (default: every class once)."""
+    def report(frames: int, labels: list[int]) -> dict:
+        reference, reference_y = NATURAL.dataset(1024, 3000, frames)
+        real, real_y = NATURAL.dataset(len(labels), 2000, frames)
+        generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=NATURAL, frames=frames)
+                               for i, k in enumerate(labels)])
+        labels = torch.tensor(labels)
+        noise = reference.mean() + reference.std() * torch.randn(real.shape, generator=torch.Generator().manual_seed(9))
+        photo = lambda y: y // len(natural.MOTIONS)  # noqa: E731
+        real_d, real_i = natural.nearest(real, reference)
+        gen_d, gen_i = natural.nearest(generated, reference)
+        real_ok, gen_ok = photo(reference_y[real_i]) == photo(real_y), photo(reference_y[gen_i]) == photo(labels)
+        photo_accuracy = float(gen_ok.float().mean())
+        if frames > 1:
+            real_ok &= natural.motion_of(real) == real_y % len(natural.MOTIONS)
+            motion_ok = natural.motion_of(generated) == labels % len(natural.MOTIONS)
+            gen_ok &= motion_ok
+        return {
+            "samples": len(labels),
+            "nn_ratio": float(gen_d.median() / real_d.median()),
+            "noise_nn_ratio": float(natural.nearest(noise, reference)[0].median() / real_d.median()),
+            "slope": natural.spectrum_slope(generated),
+            "data_slope": natural.spectrum_slope(reference),
+            "prompt_accuracy": float(gen_ok.float().mean()),
+            "photo_accuracy": photo_accuracy,
+            **({"motion_accuracy": float(motion_ok.float().mean())} if frames > 1 else {}),
+            "real_prompt_accuracy": float(real_ok.float().mean()),
+            "sample_std": float(generated.std()),
+            "data_std": float(reference.std()),
+        }
+
+    video = report(natural.FRAMES, list(range(len(natural.CLASSES))) if labels is None else labels)
+    image = report(1, [p * len(natural.MOTIONS) for p in range(len(natural.PHOTOS))])
+    return {**video, "chance": 1 / len(natural.CLASSES), "shift": shift, "cfg": cfg, "steps": steps,
+            **{f"image_{k}": v for k, v in image.items()}, "image_chance": 1 / len(natural.PHOTOS)}
+
+
 def is_data_like(report: dict) -> bool:
     """Generated videos sit at most half-way from real data (nearest-neighbour ratio 1) to the noise baseline."""
     return report["nn_ratio"] <= 1.0 + 0.5 * (report["noise_nn_ratio"] - 1.0)
@@ -327,7 +373,7 @@ def is_valid(report: dict) -> bool:
     return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
 
 
-VALIDITY = {"synthetic": validity, "natural": natural.validity}
+VALIDITY = {"synthetic": validity, "natural": natural_validity}
 VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid}
 
 
@@ -423,7 +469,7 @@ def write_card(model, data: ProxyData, folder: str, steps: int, args) -> dict:
         "config": {k: v for k, v in data.config().to_dict().items()},
         "latent_shape": data.latent_shape,
         "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
-        "command": f"python scripts/train_proxy.py --data {data.name} --steps {args.steps} --stop-after {steps} "
+        "command": f"python benchmarks/train_proxy.py --data {data.name} --steps {args.steps} --stop-after {steps} "
                    f"--batch {args.batch} --lr {args.lr} --seed {args.seed} --threads {args.threads}",
         "cfg": data.cfg, "validity": report, "valid": check(report),
     }

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import torch
 
-import tiny_comfy_models
+from . import tiny_comfy_models
 
 APPLY_DEFAULTS = dict(threshold=0.25, residual_order="1", max_consecutive=2, warmup_steps=1, end_steps=1,
                       start_percent=0.0, end_percent=1.0, filter_exponent="auto", residual_storage="compute device",

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import torch
 
-import comfyui_harness
-from tiny_checkpoint import make_tiny_checkpoint
+from . import comfyui_harness
+from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
 SIZE = dict(width=64, height=64, length=9)
 TEXT_DEFAULTS = dict(fps=24.0, resolution_template=True, duration_template=True, use_system_prompt=True, system_prompt="")

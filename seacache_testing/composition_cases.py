@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-import tiny_comfy_models
-from anymodel_runs import last_report, sample, seacache
+from . import tiny_comfy_models
+from .anymodel_runs import last_report, sample, seacache
 
 MODEL = "wan21_t2v"
 CFG = 5.0
@@ -26,7 +26,7 @@ CFG = 5.0
 def with_defaults(ns, node: str, **inputs):
     """Run a core node with its schema defaults for every input not given; inputs this version's node does not
     have are left out (the nodes' inputs differ between ComfyUI versions)."""
-    import comfyui_harness
+    from . import comfyui_harness
 
     known = {}
     for item in comfyui_harness.node_class(ns, node).define_schema().inputs:

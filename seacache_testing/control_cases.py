@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-import tiny_comfy_models
+from . import tiny_comfy_models
 
 CPU = torch.device("cpu")
 

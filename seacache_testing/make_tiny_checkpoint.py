@@ -16,7 +16,7 @@ architecture: ``tiny-edge``, ``tiny-super``, ``tiny-t2i``, ``tiny-i2v``, ``tiny-
 public checkpoints as far as they are documented. The transformer also carries ``lm_head``/``norm`` tensors like
 the official checkpoint, which the loader skips.
 
-    python scripts/make_tiny_checkpoint.py OUT_DIR [--preset tiny|tiny-edge|...] [--seed 0]
+    python -m seacache_testing.make_tiny_checkpoint OUT_DIR [--preset tiny|tiny-edge|...] [--seed 0]
 """
 
 from __future__ import annotations
@@ -24,14 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from cosmos3 import Cosmos3Config, Cosmos3Transformer  # noqa: E402
+from cosmos3 import Cosmos3Config, Cosmos3Transformer
 
 TINY_SIZES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                   intermediate_size=96, vocab_size=512, rope_axes_dim=(6, 5, 5))
@@ -60,7 +57,7 @@ class Preset:
     architecture: dict = field(default_factory=dict)  # Cosmos3Config switches (hidden_act, qk norms, bias)
     weight_stem: str = "diffusion_pytorch_model"  # or "model"
     tokenizer_at_root: bool = False  # tokenizer files at the checkpoint root instead of text_tokenizer/
-    tokenizer_flavour: str = "qwen2"  # see scripts/tiny_tokenizer.py FLAVOURS
+    tokenizer_flavour: str = "qwen2"  # see seacache_testing/tiny_tokenizer.py FLAVOURS
     negative_prompt: bool = True  # write assets/negative_prompt.json
     distilled_sigmas: tuple = ()  # 4-step checkpoints: modular_model_index.json + FlowMatchEuler scheduler
 
@@ -129,8 +126,8 @@ def _write_json(path: str, payload) -> None:
 
 def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards: int = 2) -> str:
     """Write the whole checkpoint folder of ``preset`` at ``root`` and return it."""
-    from tiny_tokenizer import write_tiny_tokenizer
-    from tiny_vae import write_tiny_vae
+    from .tiny_tokenizer import write_tiny_tokenizer
+    from .tiny_vae import write_tiny_vae
 
     if preset not in PRESETS:
         raise ValueError(f"Unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
@@ -141,7 +138,7 @@ def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards:
     write_sharded(random_transformer_state(config, seed), transformer, shards, spec.weight_stem)
     write_tiny_vae(os.path.join(root, "vae"), seed=seed)
     if config.sound_gen:
-        from tiny_audio_vae import write_tiny_audio_vae
+        from .tiny_audio_vae import write_tiny_audio_vae
 
         write_tiny_audio_vae(os.path.join(root, "sound_tokenizer"), seed=seed)
     write_tiny_tokenizer(root if spec.tokenizer_at_root else os.path.join(root, "text_tokenizer"), spec.tokenizer_flavour)
@@ -158,7 +155,6 @@ def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")

@@ -5,7 +5,7 @@ The folder is what diffusers' ``Cosmos3AVAEAudioTokenizer.save_pretrained`` writ
 the shipped strides and rate (hop 1920 at 48 kHz: 25 latent frames a second, as the transformer's sound positions
 assume; stride 5 takes the odd output-padding path) and tiny widths: 8 latent channels, decoder base width 2. Snake parameters and weight-norm gains are randomised so a wrong key mapping shows.
 
-    python scripts/tiny_audio_vae.py OUT_DIR [--seed 0]
+    python -m seacache_testing.tiny_audio_vae OUT_DIR [--seed 0]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ offline. Flavours (``FLAVOURS``):
 Every id is below ``MAX_ID`` so a test model with a 512-entry embedding covers
 them all. The output is byte-for-byte deterministic.
 
-Usage: python scripts/tiny_tokenizer.py OUT_FOLDER [--flavour qwen2|nemotron]
+Usage: python -m seacache_testing.tiny_tokenizer OUT_FOLDER [--flavour qwen2|nemotron]
 """
 
 from __future__ import annotations

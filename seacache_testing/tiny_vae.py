@@ -15,7 +15,7 @@ a second on CPU.
 
 Usage::
 
-    python scripts/tiny_vae.py OUT_DIR [--seed 0]
+    python -m seacache_testing.tiny_vae OUT_DIR [--seed 0]
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ two runs agree, batch 2 and split cond/uncond keep per-branch state, the input M
 import pytest
 import torch
 
-import tiny_comfy_models
-from anymodel_runs import counting_blocks, last_report, sample, seacache, stack_blocks
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import counting_blocks, last_report, sample, seacache, stack_blocks
 
 STEPS = 12
 MODELS = list(tiny_comfy_models.SPECS)
@@ -18,7 +18,7 @@ MODELS = list(tiny_comfy_models.SPECS)
 def pack(comfy):
     """The pack loaded as ComfyUI loads it; one torch thread while these tiny models run (thread start-up and
     contention cost more than they save at this size)."""
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -5,8 +5,8 @@ runs repeat, per-branch state holds, and the input MODEL (and its layer list) is
 import pytest
 import torch
 
-import community_cosmos3_standin as standin
-from anymodel_runs import last_report, seacache
+from seacache_testing import community_cosmos3_standin as standin
+from seacache_testing.anymodel_runs import last_report, seacache
 
 STEPS = 12
 LATENT = (16, 3, 4, 4)
@@ -14,7 +14,7 @@ LATENT = (16, 3, 4, 4)
 
 @pytest.fixture(scope="module")
 def community(comfy):
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

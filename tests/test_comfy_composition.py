@@ -19,9 +19,9 @@ import threading
 import pytest
 import torch
 
-import composition_cases as cases
-import tiny_comfy_models
-from anymodel_runs import counting_blocks, last_report, sample, seacache
+from seacache_testing import composition_cases as cases
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import counting_blocks, last_report, sample, seacache
 
 STEPS = 20
 EXTRA_NODES = ("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")
@@ -30,7 +30,7 @@ EXTRA_NODES = ("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")
 @pytest.fixture(scope="module")
 def pack(comfy):
     """The pack loaded as ComfyUI loads it, the core nodes these graphs use, one torch thread (tiny models)."""
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

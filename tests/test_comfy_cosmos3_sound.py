@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from comfy_runs import SIZE, LayerCalls, prompt_ids, rel
+from seacache_testing.comfy_runs import SIZE, LayerCalls, prompt_ids, rel
 
 
 @pytest.fixture(scope="module")
 def sound(comfy, tmp_path_factory):
     """The tiny-sound checkpoint (sound_gen transformer + sound_tokenizer/) through the Cosmos3 Loader."""
     pytest.importorskip("diffusers")
-    from comfy_runs import load_tiny
+    from seacache_testing.comfy_runs import load_tiny
 
     return load_tiny(comfy, tmp_path_factory, preset="tiny-sound")
 

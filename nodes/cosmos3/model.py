@@ -16,8 +16,7 @@ import comfy.supported_models_base
 import comfy.utils
 from comfy.ldm.modules.attention import optimized_attention
 
-from ...cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache
-from ...cosmos3.memory import activation_bytes
+from ...cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, activation_bytes
 from ...cosmos3.ops import expand_kv_heads, sdpa_attention
 from .conditioning import video_frames
 from ..run_scope import run_scoped_option
@@ -153,7 +152,7 @@ class Cosmos3(comfy.model_base.BaseModel):
         return timestep / self.model_sampling.multiplier
 
     def memory_required(self, input_shape, cond_shapes={}, **kwargs):
-        """Peak activation bytes of one call (:func:`cosmos3.memory.activation_bytes` over the generator tokens of the
+        """Peak activation bytes of one call (:func:`cosmos3.model.activation_bytes` over the generator tokens of the
         whole batch; memory-efficient attention is assumed, ComfyUI splits attention when it is not available).
         Newer keywords ComfyUI may pass are accepted and ignored."""
         cfg = self.diffusion_model.config
