@@ -34,6 +34,7 @@ def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     remove_seacache(patched)
     refuse_other_caches(patched, patched.model_options)
     seam = select_seam(patched, patched.model_options)
+    seam.detach(patched)
     if auto_order:
         settings.config.order = seam.auto_order
     flow_scale_and_sigma(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule

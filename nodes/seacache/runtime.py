@@ -5,8 +5,10 @@ Per sampling run, :func:`outer_sample_wrapper` (run start, when every patch of t
 what cannot be honoured (:mod:`.composition`), chooses the seam for the final MODEL, lets it place its run-time
 hooks in the run's private model options, and creates the run's :class:`SeaCacheRun`; the run publishes its report
 to the Stats node and frees its state however it ends. Per model call, :func:`gate_model_call` (``APPLY_MODEL``)
-decides on the sampler's latent and hands a :class:`.call.StackCall` to the seam, which enters the stack
-(the predicted output on a reused call) or runs it and leaves it (the residual is committed).
+decides on the sampler's latent (a ``seacache_core.GatedCall``, the one per-call protocol) and hands it as a
+:class:`.call.StackCall` to the seam, which enters the stack (the predicted output on a reused call) or runs it and
+leaves it (the residual is committed). Each run ends with one INFO log line, and one warning when calls ran whole
+because they missed the seam.
 
 Failure behaviour, the same for every seam:
 
@@ -25,21 +27,23 @@ Failure behaviour, the same for every seam:
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
-import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import comfy.model_management
 
-from ...seacache_core import SeaCacheConfig, SeaCacheSession
-from .composition import mark_guidance_calls, options_signature, refuse_other_caches
+from ...seacache_core import GatedCall, SeaCacheConfig, SeaCacheSession
 from ..run_scope import run_scoped_option
+from .call import CALL_OPTION, RUN_OPTION, StackCall
+from .composition import mark_guidance_calls, options_signature, refuse_other_caches
+from .sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
 from .seams import select_seam
 from .seams.base import Seam
-from .call import CALL_OPTION, RUN_OPTION, StackCall
-from .sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
+
+log = logging.getLogger(__name__)
 
 SETTINGS_OPTION = "seacache_settings"
 """transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
@@ -89,7 +93,8 @@ def notify_frontend(data: dict) -> None:
 class SeaCacheRun:
     """One sampling run: the session (gate, schedule, window), the seam chosen at run start, stable branch names
     and the counts of calls that ran uncached. Safe under concurrent calls (ComfyUI's multi-GPU CFG split runs
-    cond and uncond in threads): every use of the gate holds ``lock``; each residual stays on its call's device.
+    cond and uncond in threads): every use of the gate and of the run's counts holds the session's ``lock``; each
+    residual stays on its call's device.
 
     ComfyUI gives each conditioning entry a fresh uuid per run; branches are named "cond0", "uncond0", "cond1"...
     in order of appearance (and "w0", "w1"... per context window) so identical runs report identically."""
@@ -97,7 +102,7 @@ class SeaCacheRun:
     def __init__(self, session: SeaCacheSession, seam: Seam, settings: SeaCacheSettings):
         self.session, self.seam, self.settings = session, seam, settings
         self.patches_signature: dict = {}  # the replacement patches of the sampler's own calls (set at run start)
-        self.lock = threading.Lock()
+        self.lock = session.lock
         self.names: dict = {}
         self.windows: dict = {}
         self.guidance_depth = 0
@@ -125,10 +130,9 @@ class SeaCacheRun:
         function, or with other block/attention patches than the run's (e.g. skip-layer guidance)."""
         return self.guidance_depth > 0 or options_signature(transformer_options) != self.patches_signature
 
-    def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> StackCall:
-        """The gate's decision for one call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow
-        convention the SEA filter assumes), as the call the seam enters and leaves. ``keys`` name the branch of
-        each item (default: from the call's conditioning entries)."""
+    def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> GatedCall:
+        """One call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow convention the SEA filter
+        assumes), decided. ``keys`` name the branch of each item (default: from the call's conditioning entries)."""
         x = video_stream(base_model, x)
         sigma = t.flatten()[:1]
         if sigma.device.type not in ("cuda", "cpu"):  # float64 not everywhere (MPS): two reads, sigma read here
@@ -139,19 +143,17 @@ class SeaCacheRun:
             scale, filter_sigma = flow_scale_and_sigma_on_device(base_model.model_sampling, sigma)
             latent = scaled(x, scale)
         with self.lock:
-            session = self.session
-            if session.schedule is None and transformer_options.get("sample_sigmas") is not None:
-                session.set_schedule(transformer_options["sample_sigmas"])
+            if self.session.schedule.sigmas is None and transformer_options.get("sample_sigmas") is not None:
+                self.session.set_schedule(transformer_options["sample_sigmas"])
             keys = keys if keys is not None else self.branch_keys(transformer_options, x.shape[0])
-            decision = session.decide(latent, sigma, keys, filter_sigma)
-        return StackCall(session.gate, self.lock, decision, x.shape[0], x.shape[1])
+        return self.session.start_call(latent, sigma, keys, filter_sigma)
 
     def count_guidance_call(self) -> None:
         """Count one guidance call (it ran plain)."""
         with self.lock:
             self.guidance_calls += 1
 
-    def end_call(self, call: StackCall) -> None:
+    def end_call(self, call: GatedCall) -> None:
         """Count a call that missed the seam; tell the canvas node how many calls were reused so far."""
         if not call.finish():
             with self.lock:
@@ -174,6 +176,18 @@ class SeaCacheRun:
                 "guidance_calls": self.guidance_calls}
 
 
+def log_run(model_name: str, report: dict) -> None:
+    """One INFO line per run (model, seam, calls, ran, reused, speedup) and one warning when calls missed the
+    seam and ran whole, uncached (otherwise only the Stats node would show a run that gained nothing)."""
+    log.info("SeaCache: %s run of %s, seam %s: %d calls, %d ran, %d reused, estimated stack speedup %.2fx",
+             report["status"], model_name, report["seam"], report["calls"], report["ran"], report["reused"],
+             report["speedup"])
+    if report["uncached_calls"]:
+        log.warning("SeaCache: %d of %d model calls of %s ran whole, uncached: they did not pass the seam (%s). "
+                    "A node that changes the model's forward can cause this; SeaCache Stats shows the run.",
+                    report["uncached_calls"], report["calls"] + report["uncached_calls"], model_name, report["seam"])
+
+
 def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
     """``APPLY_MODEL`` wrapper: decide on the sampler's latent and run the model with the call handed to the seam.
     Guidance calls run plain. A window's call inside a step gated as a whole (moving context windows) enters the
@@ -193,8 +207,9 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
         run.count_guidance_call()
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
     call = run.start_call(transformer_options, base_model, x, t)
-    options = {**transformer_options, CALL_OPTION: call}
-    with run.seam.bind(base_model, call):
+    stack_call = StackCall(call, x.shape[0], video_stream(base_model, x).shape[1])
+    options = {**transformer_options, CALL_OPTION: stack_call}
+    with run.seam.bind(base_model, stack_call):
         out = executor(x, t, c_concat, c_crossattn, control, options, **kwargs)
     run.end_call(call)
     return out
@@ -225,6 +240,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     finally:
         settings.last_run = run.report(status)
         session.release()
+        log_run(type(guider.model_patcher.model).__name__, settings.last_run)
 
 
 def count_history_in_memory_estimate(executor, model, *args, **kwargs):

@@ -32,10 +32,10 @@ WRAPPER_TYPES = (
 
 
 def remove_seacache(patched) -> None:
-    """Remove every wrapper and patch an earlier SeaCache Apply installed on this clone."""
+    """Remove every wrapper an earlier SeaCache Apply registered on this clone (its seam's own patches go with
+    ``Seam.detach``)."""
     for wrapper_type in WRAPPER_TYPES:
         patched.remove_wrappers_with_key(wrapper_type, WRAPPER_KEY)
-    community_cosmos3.remove(patched)
 
 
 def select_seam(model_patcher, model_options: dict) -> Seam:

@@ -1,5 +1,6 @@
-"""What every seam provides to the SeaCache runtime (:mod:`..runtime`): where the skippable stack begins
-and ends inside the model and how to run it. Deciding, predicting and committing are the runtime's."""
+"""The seam contract: what every seam provides to the SeaCache runtime (:mod:`..runtime`), where the skippable
+stack begins and ends inside the model and how to run it, and what of a gated call a seam may touch
+(:class:`SeamCall`). Deciding, predicting and committing are the core's (``seacache_core.GatedCall``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import math
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Protocol
+
+import torch
 
 WRAPPER_KEY = "seacache"
 """Key under which SeaCache registers its wrappers on a MODEL clone (``add_wrapper_with_key``)."""
@@ -27,7 +31,20 @@ def no_run_patches(model_options: dict) -> None:
 
 
 def no_attach(patched) -> None:
-    """For seams that need nothing on the MODEL clone itself."""
+    """For seams that need nothing on the MODEL clone itself (nor anything to remove from it)."""
+
+
+class SeamCall(Protocol):
+    """All a seam may touch of a gated call: enter the stack with its input (the output to use instead of running
+    it on a reused call, else None), leave it with the computed output, and read whether the call reuses and how
+    many channels the sampler's latent has. A seam keeps any scratch state of its own (see ``block_stack``)."""
+
+    latent_channels: int
+    reusing: bool | None
+
+    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None: ...
+
+    def leave(self, stack_out: torch.Tensor) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -37,8 +54,9 @@ class Seam:
     ``name`` is shown by the Stats node. ``attach(patched)`` adds, at Apply time, what must live on the MODEL clone
     itself (object patches, inert outside a gated call). ``enter_run(model_options)`` registers the seam's run-time hooks in the
     run's private model options, at run start when every patch of the final MODEL is known (block-stack seams wrap
-    the block patches other nodes added). ``bind(base_model, call)`` is a context manager that hands the call to
-    seams the call's ``transformer_options`` do not reach. ``residual_numel(diffusion_model, input_shape)`` is the
+    the block patches other nodes added). ``bind(base_model, call)`` is a context manager that hands the call (a
+    :class:`SeamCall`) to seams the call's ``transformer_options`` do not reach. ``detach(patched)`` removes what
+    ``attach`` added (an earlier SeaCache Apply on the same clone). ``residual_numel(diffusion_model, input_shape)`` is the
     element count of one item's residual, for the memory estimate. ``auto_order`` is the residual order SeaCache
     Apply's "auto" picks: 2 where it was measured better (the Cosmos3 architecture, README Quality), vLLM-Omni's 1
     elsewhere."""
@@ -48,4 +66,5 @@ class Seam:
     enter_run: Callable[[dict], None] = no_run_patches
     bind: Callable = no_binding
     attach: Callable[[object], None] = no_attach
+    detach: Callable[[object], None] = no_attach
     auto_order: int = 1

@@ -30,8 +30,8 @@ import math
 import comfy.patcher_extension
 import torch
 
-from .base import WRAPPER_KEY, Seam
-from ..call import CALL_OPTION, StackCall
+from ..call import CALL_OPTION
+from .base import WRAPPER_KEY, Seam, SeamCall
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
 #                          the image patch embedding, whose shape gives the residual's tokens and width)
@@ -47,6 +47,8 @@ CONTROL_KINDS = {"input": "double_block", "output": "single_block"}
 """``control`` lists of per-block residuals -> the kind of block each entry is added after."""
 PATCH_KINDS = ("double_block",)
 """``transformer_options["patches"]`` lists these models call after each block of that kind."""
+SCRATCH_OPTION = "seacache_block_scratch"
+"""transformer_options key of the :class:`BlockScratch` of the current gated call."""
 
 
 def _family(diffusion_model):
@@ -76,6 +78,18 @@ def _passthrough(args: dict) -> dict:
     return {key: args[key] for key in ("img", "txt") if key in args}
 
 
+class BlockScratch:
+    """What the block seam carries from block to block within one gated call: where the image tokens sit in the
+    joint text+image stream (``image_slice``; None: the whole stream), the image stream leaving the double-stream
+    blocks (``double_out``), and whether the image tokens were lost in the join (``image_lost``: the call then
+    runs whole and is not committed)."""
+
+    def __init__(self):
+        self.image_slice: slice | None = None
+        self.double_out: torch.Tensor | None = None
+        self.image_lost = False
+
+
 class BlockPatch:
     """Replacement of one block of the stack. ``first``/``last`` mark the stack's ends; ``joins`` marks the first
     single-stream block after double-stream ones (where the image tokens are located in the joint stream).
@@ -90,12 +104,14 @@ class BlockPatch:
         return extra["original_block"](args) if self.inner is None else self.inner(args, extra)
 
     def __call__(self, args: dict, extra: dict) -> dict:
-        call: StackCall | None = (args.get("transformer_options") or {}).get(CALL_OPTION)
-        if call is None:
+        options = args.get("transformer_options") or {}
+        call: SeamCall | None = options.get(CALL_OPTION)
+        scratch: BlockScratch | None = options.get(SCRATCH_OPTION)
+        if call is None or scratch is None:
             return self.run_block(args, extra)
         if self.first:
             predicted = call.enter(joined(args["img"]))
-            call.image_slice = None
+            scratch.image_slice = None
             if predicted is not None:
                 return {**_passthrough(args), "img": split_like(predicted, args["img"])}
             img = args["img"]  # the recorded stack input: some blocks add to theirs in place
@@ -103,14 +119,14 @@ class BlockPatch:
         elif call.reusing:
             return _passthrough(args)
         if self.joins:
-            call.image_slice = _locate(args["img"], call.double_out)
-            call.image_lost = call.image_slice is None
-            call.double_out = None
+            scratch.image_slice = _locate(args["img"], scratch.double_out)
+            scratch.image_lost = scratch.image_slice is None
+            scratch.double_out = None
         out = self.run_block(args, extra)
         if self.double_end and not self.last:
-            call.double_out = out["img"]
-        if self.last and not call.image_lost:
-            image = out["img"] if call.image_slice is None else out["img"][:, call.image_slice]
+            scratch.double_out = out["img"]
+        if self.last and not scratch.image_lost:
+            image = out["img"] if scratch.image_slice is None else out["img"][:, scratch.image_slice]
             call.leave(joined(image))
         return out
 
@@ -150,7 +166,7 @@ class StackEntries(list):
     """A ``control`` list of per-block residuals; on a reused call, entries of blocks inside the skipped stack read
     as None (the model then adds nothing there), only ``keep``'s (the stack's last block) still counts."""
 
-    def __init__(self, entries, call: StackCall, keep: int | None):
+    def __init__(self, entries, call: SeamCall, keep: int | None):
         super().__init__(entries)
         self.call, self.keep = call, keep
 
@@ -163,7 +179,7 @@ class StackEntries(list):
 class StackPatch:
     """A block model patch that, on a reused call, passes the streams through except after block ``keep``."""
 
-    def __init__(self, patch, call: StackCall, keep: int | None):
+    def __init__(self, patch, call: SeamCall, keep: int | None):
         self.patch, self.call, self.keep = patch, call, keep
 
     def __call__(self, args: dict) -> dict:
@@ -173,8 +189,9 @@ class StackPatch:
 
 
 class StackInputs:
-    """APPLY_MODEL wrapper inside SeaCache's gate: hands the model ``control`` and block patches that count once on
-    a reused call (see the module docstring); ``last`` is the stack's last block ``(kind, number)``."""
+    """APPLY_MODEL wrapper inside SeaCache's gate: gives each gated call its :class:`BlockScratch` and hands the
+    model ``control`` and block patches that count once on a reused call (see the module docstring); ``last`` is
+    the stack's last block ``(kind, number)``."""
 
     def __init__(self, last: tuple[str, int]):
         self.last = last
@@ -183,12 +200,15 @@ class StackInputs:
         return self.last[1] if kind == self.last[0] else None
 
     def __call__(self, executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
-        call: StackCall | None = transformer_options.get(CALL_OPTION)
-        if call is not None and isinstance(control, dict):
+        call: SeamCall | None = transformer_options.get(CALL_OPTION)
+        if call is None:
+            return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
+        transformer_options = {**transformer_options, SCRATCH_OPTION: BlockScratch()}
+        if isinstance(control, dict):
             control = {key: StackEntries(entries, call, self._keep(CONTROL_KINDS[key]))
                        if key in CONTROL_KINDS and entries is not None else entries for key, entries in control.items()}
         patches = transformer_options.get("patches", {})
-        if call is not None and any(kind in patches for kind in PATCH_KINDS):
+        if any(kind in patches for kind in PATCH_KINDS):
             gated = {kind: [StackPatch(p, call, self._keep(kind)) for p in patches[kind]] for kind in PATCH_KINDS if kind in patches}
             transformer_options = {**transformer_options, "patches": {**patches, **gated}}
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)

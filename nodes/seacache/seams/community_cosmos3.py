@@ -17,9 +17,8 @@ from contextlib import contextmanager
 
 import torch
 
-from .base import Seam
+from .base import Seam, SeamCall
 from .block_stack import embedded_numel
-from ..call import StackCall
 
 NAME = "Cosmos3 decoder-layer stack (community ComfyUI-Cosmos3)"
 LAYERS = "diffusion_model.layers"
@@ -30,7 +29,7 @@ class GatedLayerStack(torch.nn.ModuleList):
 
     def __init__(self, layers):
         super().__init__(layers)
-        self.call: StackCall | None = None
+        self.call: SeamCall | None = None
 
     def __iter__(self):
         if self.call is None:
@@ -89,10 +88,10 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
     def attach(patched) -> None:
         patched.add_object_patch(LAYERS, GatedLayerStack(list(diffusion_model.layers)))
 
-    return Seam(NAME, _residual_numel, bind=_bind, attach=attach, auto_order=2)
+    return Seam(NAME, _residual_numel, bind=_bind, attach=attach, detach=detach, auto_order=2)
 
 
-def remove(patched) -> None:
+def detach(patched) -> None:
     """Drop the layer-stack patch an earlier SeaCache Apply left on this (cloned) MODEL."""
     if isinstance(patched.object_patches.get(LAYERS), GatedLayerStack):
         del patched.object_patches[LAYERS]

@@ -4,8 +4,9 @@ different from the last step's.
 
 The gate decides once per step and branch, on the full latent; the residual history lives in the full latent's
 frames. Each window's model call enters and leaves the model's own seam (block stack, generator stack...) through a
-:class:`WindowView` that maps the window's rows to branches and its latent frames to the full latent's frames (found
-by content, so anchor or retained frames map wherever they come from). On a reused step every window's stack adds
+:class:`WindowView` that maps the window's rows to branches and its latent frames to the full latent's frames, as
+the handler sliced them: the window's ``index_list``, after the causal anchor frame where ComfyUI adds one, with the
+handler's retained latent frames in their own places. On a reused step every window's stack adds
 the extrapolated residual of its frames and no block runs; on a computed step the windows' residuals are averaged
 per frame into the step's residual. Static schedules (the same windows every step) need none of this: each window is
 a branch of its own (``SeaCacheRun.branch_keys``).
@@ -20,8 +21,9 @@ from dataclasses import replace
 
 import torch
 
+from ....seacache_core import GatedCall
+from ..call import CALL_OPTION, RUN_OPTION
 from .base import Seam
-from ..call import CALL_OPTION, RUN_OPTION, StackCall
 
 HANDLER = "context_handler"
 STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedules whose windows never move
@@ -32,17 +34,22 @@ def _branch_key(index: int, item: int) -> str:
     return f"{('cond0', 'uncond0')[index] if index < 2 else f'cond{index}'}/{item}"
 
 
-def _frames_of(x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
-    """Index in ``full`` [B, C, T, H, W] of each latent frame of the window ``x``, found by content; None when a frame
-    is not in ``full`` or the window is no temporal slice of it."""
-    if x.ndim != 5 or x.shape[1] != full.shape[1] or x.shape[3:] != full.shape[3:]:
+def _frames_of(window, handler, x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
+    """Index in ``full`` [B, C, T, H, W] of each latent frame of the window's input ``x``, as the handler sliced it
+    (``window.get_tensor``): the causal anchor frame first where ComfyUI adds one, then ``window.index_list``, with
+    the handler's retained latent frames put back in their own places. None when the window is no temporal slice
+    of ``full`` (other windowed dimension, other frame count: guide frames, another modality)."""
+    index_list = getattr(window, "index_list", None)
+    if index_list is None or getattr(handler, "dim", None) != 2 or x.ndim != 5 or x.shape[1] != full.shape[1] \
+            or x.shape[3:] != full.shape[3:]:
         return None
-    frames = []
-    for t in range(x.shape[2]):
-        match = next((j for j in range(full.shape[2]) if torch.equal(x[0, :, t], full[0, :, j])), None)
-        if match is None:
-            return None
-        frames.append(match)
+    anchor = getattr(window, "causal_anchor_index", None)
+    frames = ([anchor] if anchor is not None and anchor >= 0 else []) + [int(i) for i in index_list]
+    for position in getattr(handler, "latent_retain_index_list", None) or ():
+        if 0 <= position < len(frames):
+            frames[position] = position
+    if len(frames) != x.shape[2] or not all(0 <= f < full.shape[2] for f in frames):
+        return None
     return frames
 
 
@@ -65,8 +72,8 @@ def _like(per_frame: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 class WindowedStep:
     """One step's gated call spread over its context windows."""
 
-    def __init__(self, call: StackCall, full: torch.Tensor, active: list[int]):
-        self.call, self.full, self.active = call, full, active
+    def __init__(self, call: GatedCall, handler, full: torch.Tensor, active: list[int]):
+        self.call, self.handler, self.full, self.active = call, handler, full, active
         self.reusing: bool | None = None  # decided at the first window's stack entry
         self.predicted: torch.Tensor | None = None  # [items, frames, features] on a reused step
         self.total: torch.Tensor | None = None  # sum of the windows' residuals per item and frame
@@ -76,7 +83,7 @@ class WindowedStep:
     def view(self, transformer_options: dict, x: torch.Tensor) -> WindowView | None:
         """The view one window's model call enters and leaves, None when its rows or frames cannot be mapped (the
         call then runs plain and the step is not committed)."""
-        frames = _frames_of(x, self.full)
+        frames = _frames_of(transformer_options.get("context_window"), self.handler, x, self.full)
         chunks = transformer_options.get("cond_or_uncond") or [0]
         per_chunk = x.shape[0] // len(chunks)
         if frames is None or any(c not in self.active for c in chunks) or per_chunk * len(chunks) != x.shape[0]:
@@ -94,10 +101,9 @@ class WindowedStep:
             features = _per_frame(stack_in[:1], frames).shape[2]
             items, full_frames = len(self.active) * self.full.shape[0], self.full.shape[2]
             if self.call.decision.reuse:
-                like = stack_in.new_empty((items, full_frames * features))
-                predicted = self.call.predict_and_commit(like)
+                predicted = self.call.predict(stack_in.new_empty((items, full_frames * features)))
                 if predicted is not None:
-                    self.reusing, self.call.done = True, True
+                    self.reusing = True
                     self.predicted = predicted.reshape(items, full_frames, features)
             if not self.reusing:
                 self.total = stack_in.new_zeros((items, full_frames, features))
@@ -115,18 +121,15 @@ class WindowedStep:
         windows all passed the seam and covered every frame."""
         if self.reusing or self.total is None or self.missed or bool((self.count == 0).any()):
             return
-        residual = (self.total / self.count).reshape(self.total.shape[0], -1)
-        with self.call.lock:
-            self.call.gate.commit(self.call.decision, residual)
-        self.call.done = True
+        self.call.commit((self.total / self.count).reshape(self.total.shape[0], -1))
 
 
 class WindowView:
-    """What one window's model call sees as its :class:`StackCall` (same interface)."""
+    """What one window's model call sees as its gated call (the seam contract, :class:`.base.SeamCall`)."""
 
     def __init__(self, step: WindowedStep, rows: list[int], frames: list[int], latent_channels: int):
         self.step, self.rows, self.frames, self.latent_channels = step, rows, frames, latent_channels
-        self.image_slice, self.double_out, self.reusing, self.image_lost = None, None, None, False
+        self.reusing: bool | None = None
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
@@ -168,7 +171,7 @@ class GatedContextHandler:
         active = [i for i, cond in enumerate(conds) if cond is not None]
         keys = [_branch_key(i, item) for i in active for item in range(x_in.shape[0])]
         call = run.start_call(options, model, torch.cat([x_in] * len(active)), timestep, keys)
-        step = WindowedStep(call, x_in, active)
+        step = WindowedStep(call, self.handler, x_in, active)
         inner = {**model_options, "transformer_options": {**options, CALL_OPTION: step}}
         outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
         step.finish()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import comfy.patcher_extension
 
 from ...cosmos3.model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
-from .base import WRAPPER_KEY, Seam
-from ..call import CALL_OPTION, StackCall
+from ..call import CALL_OPTION
+from .base import WRAPPER_KEY, Seam, SeamCall
 
 NAME = "Cosmos3 generator stack (this pack)"
 
@@ -16,7 +16,7 @@ NAME = "Cosmos3 generator stack (this pack)"
 def gen_stack_seam(executor, hidden, inputs):
     """Enter the stack (the predicted output on a reused call) or run it and leave it; a plain call outside a
     gated call (e.g. an uncached guidance call)."""
-    call: StackCall | None = inputs.transformer_options.get(CALL_OPTION)
+    call: SeamCall | None = inputs.transformer_options.get(CALL_OPTION)
     if call is None:
         return executor(hidden, inputs)
     predicted = call.enter(hidden)
