@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cosmos3 import Cosmos3Config, activation_bytes
+from cosmos3.config import VAE_SPATIAL
 
 TEXT, GENERATOR, SHARED = "text", "generator", "shared"
 GIB = 1024**3
@@ -75,7 +76,7 @@ def unread_parameters(model: torch.nn.Module) -> list[str]:
 
 def latent_grid(config: Cosmos3Config, width: int, height: int, frames: int) -> tuple[int, int, int]:
     """Latent (T, H, W) of a video of ``frames`` frames at ``width``x``height`` (Wan2.2 VAE: 4x time, 16x space)."""
-    return (frames - 1) // config.temporal_compression + 1, height // 16, width // 16
+    return (frames - 1) // config.temporal_compression + 1, height // VAE_SPATIAL, width // VAE_SPATIAL
 
 
 def generator_tokens(config: Cosmos3Config, width: int, height: int, frames: int) -> int:
@@ -95,7 +96,7 @@ def vae_decode_bytes(width: int, height: int, dtype: torch.dtype = torch.bfloat1
     """(weights, workspace) bytes of a Wan2.2 VAE decode at ``width``x``height``, using ComfyUI's own decode
     estimate (frame-causal: independent of the frame count); tiled decoding lowers the workspace."""
     elem = torch.empty((), dtype=dtype).element_size()
-    return VAE_PARAMETERS * elem, VAE_DECODE_BYTES_PER_LATENT_PIXEL * (height // 16) * (width // 16) * elem
+    return VAE_PARAMETERS * elem, VAE_DECODE_BYTES_PER_LATENT_PIXEL * (height // VAE_SPATIAL) * (width // VAE_SPATIAL) * elem
 
 
 @dataclass(frozen=True)

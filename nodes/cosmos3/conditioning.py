@@ -12,35 +12,31 @@ import comfy.utils
 import node_helpers
 from comfy_api.latest import io
 
+from ...cosmos3.config import LATENT_CHANNELS, VAE_SPATIAL, VAE_TEMPORAL
 from ...cosmos3.schedule import reference_sigmas
-
-LATENT_CHANNELS = 48
-TEMPORAL = 4  # VAE temporal compression: latent frame t > 0 covers video frames 4t-3 .. 4t
-SPATIAL = 16  # VAE downsampling; an odd latent size is zero-padded to the 2x2 patch by the model
-PIXEL_STEP = 16
 
 
 def check_size(width: int, height: int, frames: int) -> None:
-    """Raise naming the nearest valid values unless width/height are multiples of 16 (the VAE factor, as the
+    """Raise naming the nearest valid values unless width/height are multiples of the VAE's 16 pixels (as the
     reference pipeline requires; 720 gives an odd latent of 45, which the model pads) and frames is 4k+1."""
     problems = []
     for name, value in (("width", width), ("height", height)):
-        if value % PIXEL_STEP:
-            lo = max(PIXEL_STEP, value // PIXEL_STEP * PIXEL_STEP)
-            problems.append(f"{name} {value} is not a multiple of {PIXEL_STEP} (nearest: {lo} or {lo + PIXEL_STEP})")
-    if frames < 1 or (frames - 1) % 4:
-        lo = max(1, (frames - 1) // 4 * 4 + 1)
-        problems.append(f"length {frames} is not 4k+1 (nearest: {lo} or {lo + 4})")
+        if value % VAE_SPATIAL:
+            lo = max(VAE_SPATIAL, value // VAE_SPATIAL * VAE_SPATIAL)
+            problems.append(f"{name} {value} is not a multiple of {VAE_SPATIAL} (nearest: {lo} or {lo + VAE_SPATIAL})")
+    if frames < 1 or (frames - 1) % VAE_TEMPORAL:
+        lo = max(1, (frames - 1) // VAE_TEMPORAL * VAE_TEMPORAL + 1)
+        problems.append(f"length {frames} is not {VAE_TEMPORAL}k+1 (nearest: {lo} or {lo + VAE_TEMPORAL})")
     if problems:
         raise ValueError("Cosmos3 size: " + "; ".join(problems) + ".")
 
 
 def latent_shape(batch: int, width: int, height: int, frames: int) -> list[int]:
     """ComfyUI latent shape of a Cosmos3 clip (Wan2.2 VAE: 4x temporal, 16x spatial, 48 channels)."""
-    return [batch, LATENT_CHANNELS, (frames - 1) // TEMPORAL + 1, height // SPATIAL, width // SPATIAL]
+    return [batch, LATENT_CHANNELS, (frames - 1) // VAE_TEMPORAL + 1, height // VAE_SPATIAL, width // VAE_SPATIAL]
 
 
-def video_frames(latent_frames: int, temporal: int = TEMPORAL) -> int:
+def video_frames(latent_frames: int, temporal: int = VAE_TEMPORAL) -> int:
     """Video frames a latent of ``latent_frames`` decodes to (the inverse of :func:`latent_shape`'s frame count)."""
     return (latent_frames - 1) * temporal + 1
 
@@ -55,9 +51,9 @@ class Cosmos3EmptyLatentVideo(io.ComfyNode):
             display_name="Cosmos3 Empty Latent Video",
             category="SeaCache/Cosmos3",
             inputs=[
-                io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Width in pixels (multiple of 16)."),
-                io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip="Height in pixels (multiple of 16)."),
-                io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames, 4k+1 (1 = a single image)."),
+                io.Int.Input("width", default=1280, min=VAE_SPATIAL, max=8192, step=VAE_SPATIAL, tooltip="Width in pixels (multiple of 16)."),
+                io.Int.Input("height", default=720, min=VAE_SPATIAL, max=8192, step=VAE_SPATIAL, tooltip="Height in pixels (multiple of 16)."),
+                io.Int.Input("length", default=189, min=1, max=1025, step=VAE_TEMPORAL, tooltip="Frames, 4k+1 (1 = a single image)."),
                 io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once."),
             ],
             outputs=[io.Latent.Output()],
@@ -96,9 +92,9 @@ class Cosmos3ImageToVideo(io.ComfyNode):
                 io.Conditioning.Input("negative", tooltip="Negative conditioning from Cosmos3 Prompt (Negative)."),
                 io.Vae.Input("vae", tooltip="The VAE from the Cosmos3 Loader."),
                 io.Image.Input("start_image", tooltip="First frame; resized (center crop) to width x height."),
-                io.Int.Input("width", default=1280, min=16, max=8192, step=16, tooltip="Width in pixels (multiple of 16)."),
-                io.Int.Input("height", default=720, min=16, max=8192, step=16, tooltip="Height in pixels (multiple of 16)."),
-                io.Int.Input("length", default=189, min=1, max=1025, step=4, tooltip="Frames, 4k+1."),
+                io.Int.Input("width", default=1280, min=VAE_SPATIAL, max=8192, step=VAE_SPATIAL, tooltip="Width in pixels (multiple of 16)."),
+                io.Int.Input("height", default=720, min=VAE_SPATIAL, max=8192, step=VAE_SPATIAL, tooltip="Height in pixels (multiple of 16)."),
+                io.Int.Input("length", default=189, min=1, max=1025, step=VAE_TEMPORAL, tooltip="Frames, 4k+1."),
                 io.Int.Input("batch_size", default=1, min=1, max=64, tooltip="Clips generated at once from the same image."),
             ],
             outputs=[io.Conditioning.Output(display_name="positive"), io.Conditioning.Output(display_name="negative"), io.Latent.Output(display_name="latent")],

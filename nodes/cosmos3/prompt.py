@@ -11,15 +11,15 @@ import torch
 from comfy_api.latest import io
 
 from ...cosmos3.tokenizer import Cosmos3Tokenizer
+from ...cosmos3.config import VAE_SPATIAL
+from .conditioning import video_frames
 from .io_types import Cosmos3TextIO
-
-SPATIAL, TEMPORAL = 16, 4  # Wan2.2 VAE: pixels per latent cell and frames per latent frame (after the first)
 
 
 def pixel_size(latent_shape) -> tuple[int, int, int]:
     """(width, height, frames) of the video a Cosmos3 latent ``[B, C, T, H, W]`` decodes to."""
     *_, t, h, w = latent_shape
-    return w * SPATIAL, h * SPATIAL, (t - 1) * TEMPORAL + 1
+    return w * VAE_SPATIAL, h * VAE_SPATIAL, video_frames(t)
 
 
 @dataclass(frozen=True)

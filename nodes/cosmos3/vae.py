@@ -30,12 +30,13 @@ from typing import Any, Mapping
 
 import torch
 
+from ...cosmos3.config import LATENT_CHANNELS
+
 log = logging.getLogger(__name__)
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "diffusion_pytorch_model.safetensors"
 
-WAN22_Z_DIM = 48
 WAN22_PIXEL_CHANNELS = 12  # 3 RGB channels x patch 2 x 2, fixed in WanVAE
 
 # Constructor arguments ComfyUI uses for the Wan2.2 VAE it detects by key
@@ -43,7 +44,7 @@ WAN22_PIXEL_CHANNELS = 12  # 3 RGB channels x patch 2 x 2, fixed in WanVAE
 STANDARD_WAN22_DIMS: dict[str, Any] = {
     "dim": 160,
     "dec_dim": 256,
-    "z_dim": WAN22_Z_DIM,
+    "z_dim": LATENT_CHANNELS,
     "dim_mult": [1, 2, 4, 4],
     "num_res_blocks": 2,
     "attn_scales": [],
@@ -168,12 +169,12 @@ def _check_wan22_z(sd: Mapping[str, Any], key: str) -> None:
     if key not in sd:
         raise Cosmos3VAEError(
             f"not a Wan2.2-layout VAE: key {key!r} is missing (expected shape "
-            f"[{WAN22_Z_DIM}, {WAN22_Z_DIM}, 1, 1, 1]); keys present: {_short_list(sd.keys(), 6)}")
+            f"[{LATENT_CHANNELS}, {LATENT_CHANNELS}, 1, 1, 1]); keys present: {_short_list(sd.keys(), 6)}")
     shape = _shape(sd[key])
-    if shape != [WAN22_Z_DIM, WAN22_Z_DIM, 1, 1, 1]:
+    if shape != [LATENT_CHANNELS, LATENT_CHANNELS, 1, 1, 1]:
         raise Cosmos3VAEError(
             f"not a Wan2.2 VAE: {key!r} has shape {shape}, expected "
-            f"[{WAN22_Z_DIM}, {WAN22_Z_DIM}, 1, 1, 1] (z_dim {WAN22_Z_DIM}); a z_dim of "
+            f"[{LATENT_CHANNELS}, {LATENT_CHANNELS}, 1, 1, 1] (z_dim {LATENT_CHANNELS}); a z_dim of "
             f"{shape[0]} is another VAE (z_dim 16 is the Wan2.1 VAE)")
 
 
@@ -307,7 +308,7 @@ def _validate_against_wanvae(sd: Mapping[str, Any], dims: Mapping[str, Any]) -> 
 def _check_vae_object(vae, model) -> None:
     from comfy.ldm.wan.vae2_2 import WanVAE
 
-    if not isinstance(vae.first_stage_model, WanVAE) or vae.latent_channels != WAN22_Z_DIM:
+    if not isinstance(vae.first_stage_model, WanVAE) or vae.latent_channels != LATENT_CHANNELS:
         raise RuntimeError(
             "comfy.sd.VAE did not build a Wan2.2 WanVAE for a Wan2.2 state dict; this ComfyUI version "
             f"detects VAEs differently (got {type(vae.first_stage_model).__name__}, "
@@ -391,10 +392,10 @@ def _resolve_folder(vae_folder: str | os.PathLike) -> str:
 
 def _check_config(config: Mapping[str, Any], folder: str) -> None:
     z = config.get("z_dim")
-    if z is not None and int(z) != WAN22_Z_DIM:
+    if z is not None and int(z) != LATENT_CHANNELS:
         raise Cosmos3VAEError(
-            f"{os.path.join(folder, CONFIG_NAME)}: z_dim {z}, expected {WAN22_Z_DIM} (Wan2.2 VAE); "
-            f"weights would need {_DIFFUSERS_Z_KEY!r} of shape [{WAN22_Z_DIM}, {WAN22_Z_DIM}, 1, 1, 1]")
+            f"{os.path.join(folder, CONFIG_NAME)}: z_dim {z}, expected {LATENT_CHANNELS} (Wan2.2 VAE); "
+            f"weights would need {_DIFFUSERS_Z_KEY!r} of shape [{LATENT_CHANNELS}, {LATENT_CHANNELS}, 1, 1, 1]")
     if config.get("is_residual") is False:
         raise Cosmos3VAEError(f"{os.path.join(folder, CONFIG_NAME)}: is_residual is false (Wan2.1 layout), "
                               "expected the Wan2.2 layout (is_residual true)")
