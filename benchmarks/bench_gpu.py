@@ -320,7 +320,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="real weights (Cosmos3 folder or merged .safetensors); adds PSNR/SSIM")
     parser.add_argument("--prompt-tokens", type=int, nargs=2, default=[256, 512], help="cond/uncond prompt lengths (random weights)")
     parser.add_argument("--budget-s", type=float, default=420.0, help="skip runs that would end later than this")
-    parser.add_argument("--residual-device", default="compute", choices=["compute", "cpu"],
+    parser.add_argument("--residual-storage", default="compute", choices=["compute", "cpu"],
                         help="where SeaCache keeps its residual history (cpu: pinned host buffers, async copies)")
     parser.add_argument("--smoke", action="store_true", help="tiny model on the CPU, few steps (no GPU needed)")
     parser.add_argument("--seed", type=int, default=0)
@@ -351,7 +351,7 @@ def main() -> None:
           f"{config.intermediate_size}, vocab {config.vocab_size}; "
           f"{'checkpoint ' + args.checkpoint if args.checkpoint else 'random weights'}")
     print(f"sampler: flow Euler over reference_sigmas(shift {args.shift:g}), CFG {CFG_SCALE:g} (cond+uncond batched), "
-          f"SeaCache defaults (threshold 0.25, order 1, max consecutive 2, residual history on {args.residual_device})"
+          f"SeaCache defaults (threshold 0.25, order 1, max consecutive 2, residual history on {args.residual_storage})"
           + (f"; replaying {pattern}" if pattern else ""))
 
     rows, quality, skipped, warnings = [], [], [], []
@@ -379,7 +379,7 @@ def main() -> None:
                 continue
             text_kv = text_kv_measured(model, tokens)
             plain = sample(model, tokens, noise, sigmas, torch.bfloat16, clock)
-            session = SeaCacheSession(SeaCacheConfig(residual_device=args.residual_device))
+            session = SeaCacheSession(SeaCacheConfig(residual_storage=args.residual_storage))
             cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, session, pattern)
             rows.append((f"{w}x{h}x{f}", label, weights, text_kv, plain, cached,
                          activation_bytes(config, 2 * config.token_count(*grid))))

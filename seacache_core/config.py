@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .indicator import GATES
 
-RESIDUAL_DEVICES = ("compute", "cpu")
+RESIDUAL_STORAGES = ("compute", "cpu")
 
 
 def _is_int(value) -> bool:
@@ -43,7 +43,7 @@ class SeaCacheConfig:
         power (`float`, *optional*, defaults to `None`):
             Exponent `p` of the power-law prior of the SEA filter. `None` chooses it from the latent:
             3.0 when it has more than one frame (video), 2.0 for a single frame (image).
-        residual_device (`str`, defaults to `"compute"`):
+        residual_storage (`str`, defaults to `"compute"`):
             Where the residual history lives: `"compute"` keeps it on the device of the stack,
             `"cpu"` offloads it to CPU memory and moves it back when a residual is predicted.
         gate (`str`, defaults to `"sea"`):
@@ -59,7 +59,7 @@ class SeaCacheConfig:
     warmup_steps: int = 1
     end_steps: int = 1
     power: float | None = None
-    residual_device: str = "compute"
+    residual_storage: str = "compute"
     gate: str = "sea"
 
     def __post_init__(self) -> None:
@@ -83,8 +83,8 @@ class SeaCacheConfig:
             not _is_number(self.power) or not math.isfinite(self.power) or self.power <= 0
         ):
             raise ValueError(f"power must be None (auto) or a finite number > 0, got {self.power!r}")
-        if self.residual_device not in RESIDUAL_DEVICES:
-            raise ValueError(f"residual_device must be one of {RESIDUAL_DEVICES}, got {self.residual_device!r}")
+        if self.residual_storage not in RESIDUAL_STORAGES:
+            raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {self.residual_storage!r}")
         if self.gate not in GATES:
             raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
 
@@ -97,6 +97,6 @@ class SeaCacheConfig:
     def history_bytes(self, residual_numel: int, element_size: int) -> int:
         """Compute-device bytes one branch's residual history holds at most: `order + 1` residuals of
         `residual_numel` elements (none when the history lives on the CPU). Memory planners add it per branch."""
-        if self.residual_device == "cpu":
+        if self.residual_storage == "cpu":
             return 0
         return (self.order + 1) * residual_numel * element_size

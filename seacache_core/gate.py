@@ -303,7 +303,7 @@ class SeaCacheGate:
         for plan in active:
             state = self._states.get(plan.key)
             if state is None:
-                state = BranchState(ResidualHistory(self.config.order, self.config.residual_device))
+                state = BranchState(ResidualHistory(self.config.order, self.config.residual_storage))
                 self._states[plan.key] = state
             if plan.reset:
                 state.history.clear()

@@ -90,7 +90,7 @@ class SeaCacheApply(io.ComfyNode):
             warmup_steps=warmup_steps,
             end_steps=end_steps,
             power=POWER_CHOICES[filter_exponent],
-            residual_device="cpu" if residual_storage == "cpu" else "compute",
+            residual_storage="cpu" if residual_storage == "cpu" else "compute",
             gate=GATE_CHOICES[gate],
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
