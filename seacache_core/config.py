@@ -21,7 +21,9 @@ def _is_number(value) -> bool:
 @dataclass
 class SeaCacheConfig:
     r"""
-    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md.
+    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md. The defaults are the
+    paper's gate; SeaCache Apply starts from threshold 0.13 with gate `"sea_same_sigma"` (its inputs in
+    nodes/seacache/apply.py), so replaying a node's run takes those two explicitly.
 
     Args:
         threshold (`float`, defaults to `0.25`):

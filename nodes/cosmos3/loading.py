@@ -85,8 +85,7 @@ def load_cosmos3_model(path: str, weight_dtype: str = "default", disable_dynamic
     ComfyUI's loading path. fp8 weight dtypes store fp8 and compute in bf16/fp32; the layers are ComfyUI's
     operations picked by ComfyUI for the model's dtypes, so ``fp8_e4m3fn_fast`` (or ComfyUI's ``--fast``) gets
     ComfyUI's fp8 matrix multiplication where the device supports it. The per-run text K/V cache and
-    the exact return of conditioned (I2V) frames are installed as outer-sample wrappers, and the memory estimate
-    sees the sampling patcher's options through a prepare-sampling wrapper. Registered as the patcher's
+    the exact return of conditioned (I2V) frames are installed as outer-sample wrappers. Registered as the patcher's
     ``cached_patcher_init`` so ComfyUI can rebuild it (``disable_dynamic`` is what it passes for that).
     """
     if weight_dtype not in WEIGHT_DTYPES:

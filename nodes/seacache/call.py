@@ -14,6 +14,12 @@ RUN_OPTION = "seacache_run"
 """transformer_options key holding the SeaCache run (``nodes.seacache.runtime.SeaCacheRun``) during sampling."""
 
 
+def branch_key(conditioning: str, item: int, window: str | None = None) -> str:
+    """The stable name of one gate branch in reports: its conditioning ("cond0", "uncond0", "cond1"...), the item
+    within it and, under static context windows, the window ("cond0/0@w1")."""
+    return f"{conditioning}/{item}" if window is None else f"{conditioning}/{item}@{window}"
+
+
 class StackCall:
     """A :class:`GatedCall` applied where a seam enters and leaves the skippable stack (the seam contract,
     :class:`.seams.base.SeamCall`).

@@ -37,7 +37,7 @@ import comfy.model_management
 
 from ...seacache_core import GatedCall, SeaCacheConfig, SeaCacheSession
 from ..run_scope import run_scoped_option
-from .call import CALL_OPTION, RUN_OPTION, StackCall
+from .call import CALL_OPTION, RUN_OPTION, StackCall, branch_key
 from .composition import mark_guidance_calls, options_signature, refuse_other_caches
 from .sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
 from .seams import select_seam
@@ -116,13 +116,13 @@ class SeaCacheRun:
         uuids = transformer_options.get("uuids") or cond_or_uncond
         per_chunk = max(batch // len(cond_or_uncond), 1)
         window = getattr(transformer_options.get("context_window"), "index_list", None)
-        suffix = "" if window is None else "@" + self.windows.setdefault(tuple(window), f"w{len(self.windows)}")
+        window = None if window is None else self.windows.setdefault(tuple(window), f"w{len(self.windows)}")
         keys = []
         for kind, uuid in zip(cond_or_uncond, uuids):
             if uuid not in self.names:
                 label = "cond" if kind == 0 else "uncond"
                 self.names[uuid] = f"{label}{sum(n.startswith(label) for n in self.names.values())}"
-            keys += [f"{self.names[uuid]}/{i}{suffix}" for i in range(per_chunk)]
+            keys += [branch_key(self.names[uuid], i, window) for i in range(per_chunk)]
         return keys[:batch]
 
     def is_guidance_call(self, transformer_options: dict) -> bool:

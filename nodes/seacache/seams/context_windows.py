@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 
 from ....seacache_core import GatedCall
-from ..call import CALL_OPTION, RUN_OPTION
+from ..call import CALL_OPTION, RUN_OPTION, branch_key
 from .base import Seam
 
 HANDLER = "context_handler"
@@ -31,7 +31,7 @@ STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedule
 
 def _branch_key(index: int, item: int) -> str:
     """Branch of one conditioning list of ``calc_cond_batch`` (0 cond, 1 uncond, further lists by index)."""
-    return f"{('cond0', 'uncond0')[index] if index < 2 else f'cond{index}'}/{item}"
+    return branch_key(("cond0", "uncond0")[index] if index < 2 else f"cond{index}", item)
 
 
 def _frames_of(window, handler, x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
