@@ -32,9 +32,9 @@ class SeaCacheConfig:
             to the uncached model); higher values reuse more and trade quality for speed.
         order (`int`, defaults to `1`):
             Order (0..2) of the Newton extrapolation of the stack residual over step indices on a
-            reused step; `order + 1` residuals are kept per branch. 2 (quadratic) halved the error of 1 (linear,
-            vLLM-Omni's) on the pack's trained Cosmos3-architecture proxy at the same speed (README, Quality); the
-            default stays 1 while the same evidence is missing for the other model families SeaCache serves.
+            reused step; `order + 1` residuals are kept per branch. 1 is linear (vLLM-Omni's); 2 (quadratic) was
+            measured better on the pack's trained Cosmos3-architecture proxy (docs/quality.md), and the default
+            stays 1 while the same evidence is missing for the other model families SeaCache serves.
         max_consecutive (`int`, defaults to `2`):
             Most reused steps in a row per branch before a compute is forced. `0` never reuses,
             `-1` sets no cap.
