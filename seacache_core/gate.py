@@ -208,8 +208,9 @@ class SeaCacheGate:
         `keys` names the branch of each batch item of `latent` ([B, C, T, H, W] or [B, C, H, W]). `sigma` is a
         Python float, or a one-value tensor on the latent's device (float64 keeps the decisions those of the host
         float). The call's step comes from the gate's schedule (`self.schedule`: its step, step count and reuse
-        window), unless the caller of a float sigma passes `step` and `num_steps` itself (`step` None: an evaluation off the
-        schedule, forced compute, state untouched; `reuse_allowed=False` forces a compute, reason "window").
+        window), unless the caller of a float sigma passes `step` and `num_steps` itself (`step` None: an
+        evaluation off the schedule, forced compute, state untouched; `reuse_allowed=False` forces a compute,
+        reason "window"). A step looked up in the schedule is always in range.
         `filter_sigma` is the noise level in the flow convention the SEA filter assumes (latent = (1 - s) x0 +
         s eps); None means `sigma` already is one (flow-matching models).
 
@@ -229,6 +230,8 @@ class SeaCacheGate:
                 step, num_steps, reuse_allowed = self._locate(sigma)
             if step is None:
                 return self._decision(self._off_schedule(groups), step, sigma, latent)
+            if not 0 <= step < num_steps:
+                raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
             measured = [key for key in groups if relation(self._states.get(key), step, sigma) == NEXT]
         else:
             measured = [key for key in groups if key in self._states]
@@ -243,8 +246,6 @@ class SeaCacheGate:
             step, num_steps, reuse_allowed = self._locate(sigma)
             if step is None:
                 return self._decision(self._off_schedule(groups), step, sigma, latent)
-        if not 0 <= step < num_steps:
-            raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
         plans = self._plans(groups, indicators, dict(zip(pending, read)), sigma, step, num_steps, reuse_allowed)
         return self._decision(plans, step, sigma, latent)
 
