@@ -1,5 +1,5 @@
 """Uncached vs SeaCache on ComfyUI core models (Wan 2.1 T2V, Flux) built tiny or medium with random weights by
-tests/tiny_comfy_models.py, through ComfyUI's own sampler nodes on the CPU. Used by
+seacache_testing/tiny_comfy_models.py, through ComfyUI's own sampler nodes on the CPU. Used by
 ``bench_seacache_e2e.py --model wan|flux``; prints the measured wall-time ratio next to the ideal calls/full."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def run_core_model(ns, model: str, preset: str, steps: int, repeats: int) -> Non
     Denormal floats are flushed to zero: random-weight trajectories drift into them, and their slow CPU path
     made one run (uncached Flux medium) 2x slower per call than the other, a measured speedup above the ideal."""
     torch.set_flush_denormal(True)
-    import comfyui_harness
-    import tiny_comfy_models
-    from anymodel_runs import APPLY_DEFAULTS, last_report, sample, seacache
+    from seacache_testing import comfyui_harness
+    from seacache_testing import tiny_comfy_models
+    from seacache_testing.anymodel_runs import APPLY_DEFAULTS, last_report, sample, seacache
 
     comfyui_harness.load_pack_with_comfyui_loader(ns)
     name = MODELS[model]

@@ -38,8 +38,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))  # make_tiny_checkpoint imports its sibling helpers by plain name
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, str(ROOT))
 
 from cosmos3 import (  # noqa: E402
     TEXT_KV_CACHE_KEY,
@@ -202,10 +202,9 @@ def measure_load(mode: str, checkpoint: str) -> dict:
 
 @torch.no_grad()
 def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
-    """Run in a fresh process: the pack's ComfyUI loader path (``nodes.cosmos3_loading``) in a CPU ComfyUI from
+    """Run in a fresh process: the pack's ComfyUI loader path (``nodes.cosmos3.loading``) in a CPU ComfyUI from
     ``$COMFYUI_PATH``; "comfyui-dynamic" first switches dynamic VRAM on as ``main.py`` does (ComfyUI >= 0.33)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     ns = comfyui_harness.comfy_session(os.environ["COMFYUI_PATH"])
     if mode == "comfyui-dynamic":
@@ -215,7 +214,7 @@ def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
         comfy_aimdo.control.init()
         comfy.memory_management.aimdo_enabled = True
         ns.model_patcher.CoreModelPatcher = ns.model_patcher.ModelPatcherDynamic
-    loading = comfyui_harness.import_pack_module("nodes.cosmos3_loading")
+    loading = comfyui_harness.import_pack_module("nodes.cosmos3.loading")
     return measured(lambda: loading.load_cosmos3_model(checkpoint, "default").model.diffusion_model)
 
 
@@ -228,7 +227,7 @@ def load_in_subprocess(mode: str, checkpoint: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------- main
 def main(preset: str = "medium", latent_shape=LATENT_SHAPE, repeats: int = REPEATS) -> None:
-    from make_tiny_checkpoint import PRESETS, make_tiny_checkpoint
+    from seacache_testing.make_tiny_checkpoint import PRESETS, make_tiny_checkpoint
 
     config = Cosmos3Config(**PRESETS[preset].sizes)
     b, c, t, h, w = latent_shape

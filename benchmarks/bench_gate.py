@@ -19,9 +19,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from seacache_core import GainCache, SeaCacheConfig, SeaCacheGate  # noqa: E402
+from seacache_core import GainCache, GatedCall, SeaCacheConfig, SeaCacheGate  # noqa: E402
 
 SHAPES = {
     "1280x720x189f [1,48,48,45,80]": ((1, 48, 48, 45, 80), 3),
@@ -56,7 +57,7 @@ def gate_cost(shape, dtype, device, repeats) -> tuple[float, float]:
     gate = SeaCacheGate(SeaCacheConfig())
     residual = torch.zeros(1, 1, device=device)
     for step, sigma in enumerate((0.9, 0.85)):
-        gate.commit(gate.decide(["cond"], base + step * 0.01 * drift, sigma, step, STEPS), residual)
+        GatedCall(gate, gate.decide(["cond"], base + step * 0.01 * drift, sigma, step, STEPS)).commit(residual)
     latent = base + 0.02 * drift
     decide_ms = _median_ms(lambda: gate.decide(["cond"], latent, 0.8, 2, STEPS), repeats, device)
     gain_ms = _median_ms(lambda: GainCache().rfft_gain(shape[-3:], 0.8, 3.0, device), repeats, device)
@@ -78,11 +79,9 @@ def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheGate]:
     for step, sigma in enumerate(flow_sigmas(STEPS, 5.0)):
         latent = base * (1 - sigma) + drift * sigma
         for keys, batch in calls:
-            decision = gate.decide(keys, latent.expand(batch, *shape[1:]), sigma, step, STEPS)
-            if decision.reuse and gate.predict(decision, torch.zeros(batch, 1)) is not None:
-                gate.commit(decision)
-            else:
-                gate.commit(decision, torch.zeros(batch, 1))
+            call = GatedCall(gate, gate.decide(keys, latent.expand(batch, *shape[1:]), sigma, step, STEPS))
+            if call.predict(torch.zeros(batch, 1)) is None:
+                call.commit(torch.zeros(batch, 1))
     return gate.gains.builds, gate
 
 

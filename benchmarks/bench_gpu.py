@@ -7,7 +7,7 @@ call) uncached and with SeaCache at its defaults, per size and weight storage (b
 bf16 compute). Prints one table: per-step time of computed and reused steps, the gate's cost (SEA filter +
 distance) as % of a computed step, wall time, measured speedup vs the ideal calls/full, and the peak of
 ``torch.cuda.max_memory_allocated`` split into weights, activations, text K/V and SeaCache history (measured;
-the activation estimate of ``cosmos3.memory`` beside it).
+the activation estimate of ``cosmos3.model.activation_bytes`` beside it).
 
 Timing: CUDA events around every step with a synchronisation per step, after a warm-up run of each path
 (computed and reused steps). Random weights make the gate decide differently from trained ones, so
@@ -40,13 +40,14 @@ import torch
 import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
-from cosmos3.memory import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
+from benchmarks.memory_plan import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
 from cosmos3.random_weights import random_model  # noqa: E402
 from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
-from seacache_host import SeaCachedCosmos3  # noqa: E402
+from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 DEFAULT_SIZES = "832x480x93@35,1280x720x189@10"
@@ -319,7 +320,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="real weights (Cosmos3 folder or merged .safetensors); adds PSNR/SSIM")
     parser.add_argument("--prompt-tokens", type=int, nargs=2, default=[256, 512], help="cond/uncond prompt lengths (random weights)")
     parser.add_argument("--budget-s", type=float, default=420.0, help="skip runs that would end later than this")
-    parser.add_argument("--residual-device", default="compute", choices=["compute", "cpu"],
+    parser.add_argument("--residual-storage", default="compute", choices=["compute", "cpu"],
                         help="where SeaCache keeps its residual history (cpu: pinned host buffers, async copies)")
     parser.add_argument("--smoke", action="store_true", help="tiny model on the CPU, few steps (no GPU needed)")
     parser.add_argument("--seed", type=int, default=0)
@@ -350,7 +351,7 @@ def main() -> None:
           f"{config.intermediate_size}, vocab {config.vocab_size}; "
           f"{'checkpoint ' + args.checkpoint if args.checkpoint else 'random weights'}")
     print(f"sampler: flow Euler over reference_sigmas(shift {args.shift:g}), CFG {CFG_SCALE:g} (cond+uncond batched), "
-          f"SeaCache defaults (threshold 0.25, order 1, max consecutive 2, residual history on {args.residual_device})"
+          f"SeaCache defaults (threshold 0.25, order 1, max consecutive 2, residual history on {args.residual_storage})"
           + (f"; replaying {pattern}" if pattern else ""))
 
     rows, quality, skipped, warnings = [], [], [], []
@@ -378,7 +379,7 @@ def main() -> None:
                 continue
             text_kv = text_kv_measured(model, tokens)
             plain = sample(model, tokens, noise, sigmas, torch.bfloat16, clock)
-            session = SeaCacheSession(SeaCacheConfig(residual_device=args.residual_device))
+            session = SeaCacheSession(SeaCacheConfig(residual_storage=args.residual_storage))
             cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, session, pattern)
             rows.append((f"{w}x{h}x{f}", label, weights, text_kv, plain, cached,
                          activation_bytes(config, 2 * config.token_count(*grid))))

@@ -17,10 +17,11 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cosmos3 import Cosmos3Config  # noqa: E402
-from cosmos3.memory import (  # noqa: E402
+from benchmarks.memory_plan import (  # noqa: E402
     GENERATOR, GIB, SHARED, TEXT, generator_tokens, gib, meta_model, plan, run_memory, unread_parameters,
     weight_bytes,
 )

@@ -39,12 +39,13 @@ import time
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-import train_proxy as proxy  # noqa: E402
-from seacache_host import SeaCachedCosmos3  # noqa: E402
+from benchmarks import train_proxy as proxy  # noqa: E402
+from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 from cosmos3 import reference_sigmas  # noqa: E402
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheSession  # noqa: E402
 from seacache_core.distance import item_distances  # noqa: E402

@@ -26,7 +26,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "scripts"), os.path.join(ROOT, "benchmarks")]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def timed_calls(model, ns):
@@ -77,10 +78,10 @@ def main() -> None:
     import torch
 
     torch.set_flush_denormal(True)  # random-weight trajectories can drift into slow denormal floats in one variant
-    import comfyui_harness
-    from anymodel_bench import run_core_model, settings_text
-    from comfy_runs import APPLY_DEFAULTS, Tiny
-    from make_tiny_checkpoint import make_tiny_checkpoint
+    from seacache_testing import comfyui_harness
+    from benchmarks.anymodel_bench import run_core_model, settings_text
+    from seacache_testing.comfy_runs import APPLY_DEFAULTS, Tiny
+    from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
     ns = comfyui_harness.comfy_session(comfy_path)
     if args.model != "cosmos3":

@@ -1,5 +1,5 @@
 """The "works with" table: SeaCache Apply chained with ComfyUI's own nodes on a tiny random-weight Wan 2.1, each
-case measured against the same graph without SeaCache (cases: ``tests/composition_cases.py``; the assertions on
+case measured against the same graph without SeaCache (cases: ``seacache_testing/composition_cases.py``; the assertions on
 them: ``tests/test_comfy_composition.py``). Needs COMFYUI_PATH; about a minute on one CPU thread.
 
     COMFYUI_PATH=/path/to/ComfyUI python benchmarks/composition_table.py
@@ -12,7 +12,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tests")]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main() -> None:
@@ -23,8 +24,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    import comfyui_harness
-    import composition_cases
+    from seacache_testing import comfyui_harness
+    from seacache_testing import composition_cases
 
     ns = comfyui_harness.comfy_session(comfy_path, output_root=tempfile.mkdtemp(prefix="seacache-composition-"))
     ns.load_extra_nodes("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")

@@ -18,7 +18,7 @@ from .checkpoint import (
     tokenizer_folder,
 )
 from .config import Cosmos3Config
-from .model import Cosmos3Transformer, GenStackInputs, patchify, unpatchify
+from .model import Cosmos3Transformer, GenStackInputs, activation_bytes, patchify, unpatchify
 from .ops import TorchOps, nemotron_norm_class, sdpa_attention
 from .presets import FAMILY, guidance_active, reference_settings
 from .schedule import reference_sigmas
@@ -36,6 +36,7 @@ __all__ = [
     "TextKV",
     "TextKVCache",
     "TorchOps",
+    "activation_bytes",
     "guidance_active",
     "is_unused_key",
     "load_weights",

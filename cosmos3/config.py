@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 
 
 HIDDEN_ACTS = ("silu", "relu2")
+LATENT_CHANNELS = 48
+"""Channels of a Cosmos3 video latent: the z_dim of its VAE (Wan2.2)."""
+VAE_SPATIAL = 16
+"""Pixels per latent cell of the VAE, across and down; an odd latent size is zero-padded to the 2x2 patch by the
+model."""
+VAE_TEMPORAL = 4
+"""Video frames per latent frame after the first: latent frame t > 0 covers video frames 4t-3 .. 4t."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Cosmos3Config:
     hidden_act: str = "silu"
     qk_norm_for_text: bool = True
     use_und_k_norm_for_gen: bool = False
-    latent_channel: int = 48
+    latent_channel: int = LATENT_CHANNELS
     latent_patch_size: int = 2
     patch_latent_dim: int = 192
     rope_theta: float = 5_000_000.0
@@ -40,7 +47,7 @@ class Cosmos3Config:
     unified_3d_mrope_reset_spatial_ids: bool = True
     unified_3d_mrope_temporal_modality_margin: int = 15000
     timestep_scale: float = 0.001
-    temporal_compression: int = 4
+    temporal_compression: int = VAE_TEMPORAL
     sound_gen: bool = False  # the checkpoint also generates a sound track (audio_proj_in/out, audio_modality_embed)
     sound_dim: int | None = None  # channels of a sound latent frame (the audio VAE's latent size)
     sound_latent_fps: float = 25.0  # sound latent frames per second (the rate of the sound positions)

@@ -258,6 +258,19 @@ class Cosmos3Transformer(nn.Module):
         return v if sound_hidden is None else (v, sound_velocity(self, sound_hidden))
 
 
+def activation_bytes(config: Cosmos3Config, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Estimated activation peak of one model call over ``tokens`` generator tokens (all batch items).
+
+    This is the one activation model of the pack (the ComfyUI model's ``memory_required``, the memory plan in
+    ``benchmarks/memory_plan.py`` and the benchmarks use it): it is derived from the layer's code rather than
+    fitted, and the GPU benchmark prints the measured peak beside it. The peak is inside a layer's MLP: the stack
+    input (held for the residual), the layer input, the hidden states after attention, the normalised MLP input (4 x hidden) and silu(gate), up and their product
+    (3 x intermediate) per token. Attention is assumed memory-efficient (no tokens^2 matrix), as with
+    PyTorch SDPA flash/efficient kernels; matmul workspaces are not counted."""
+    elem = torch.empty((), dtype=dtype).element_size()
+    return tokens * (4 * config.hidden_size + 3 * config.intermediate_size) * elem
+
+
 def patchify(x: torch.Tensor, p: int) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """[B, C, T, H, W] -> tokens [B, T*H'*W', p*p*C] (features ordered (ph, pw, c)); odd sizes are zero-padded."""
     b, c, t, h, w = x.shape

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from comfy_api.latest import ComfyExtension, io
 
-from .conditioning import Cosmos3DistilledScheduler, Cosmos3EmptyLatentVideo, Cosmos3ImageToVideo, Cosmos3Scheduler
-from .cosmos3_guidance import Cosmos3CFGGuider
-from .cosmos3_sound import Cosmos3AddSound, Cosmos3EmptyAVLatent, Cosmos3SoundDecode
-from .cosmos3_prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative
-from .loader import Cosmos3Loader
-from .lora_keys import install_model_lora_aliases
-from .seacache_apply import SeaCacheApply
-from .seacache_stats import SeaCacheStats
+from .cosmos3.conditioning import Cosmos3DistilledScheduler, Cosmos3EmptyLatentVideo, Cosmos3ImageToVideo, Cosmos3Scheduler
+from .cosmos3.guidance import Cosmos3CFGGuider
+from .cosmos3.sound import Cosmos3AddSound, Cosmos3EmptyAVLatent, Cosmos3SoundDecode
+from .cosmos3.prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative
+from .cosmos3.loader import Cosmos3Loader
+from .cosmos3.lora_keys import install_model_lora_aliases
+from .seacache.apply import SeaCacheApply
+from .seacache.stats import SeaCacheStats
 
 
 class SeaCacheExtension(ComfyExtension):
     """SeaCache Apply/Stats and the native Cosmos3 loader and conditioning nodes."""
 
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        install_model_lora_aliases()  # diffusers/PEFT LoRA keys for the native Cosmos3 (nodes/lora_keys.py)
+        install_model_lora_aliases()  # diffusers/PEFT LoRA keys for the native Cosmos3 (nodes/cosmos3/lora_keys.py)
         return [
             Cosmos3Loader,
             Cosmos3PromptEncode,

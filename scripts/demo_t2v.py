@@ -25,12 +25,13 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), os.path.join(ROOT, "tests")]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from make_tiny_checkpoint import make_tiny_checkpoint  # noqa: E402
-from seacache_host import SeaCachedCosmos3  # noqa: E402
+from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint  # noqa: E402
+from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 
 PROMPT = "a red fox running through deep fresh snow at dawn"
 SIZE = dict(width=256, height=256, length=33)
@@ -54,8 +55,8 @@ def interleaved_times(sample_uncached, sample_seacache, steps: int, repeats: int
 
 def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[tuple, dict]:
     """Uncached and SeaCache runs through ComfyUI nodes; returns ((uncached s, SeaCache s), SeaCache report)."""
-    import comfyui_harness
-    from comfy_runs import Tiny
+    from seacache_testing import comfyui_harness
+    from seacache_testing.comfy_runs import Tiny
 
     ns = comfyui_harness.comfy_session(comfy_path)
     ns.folder_paths.add_model_folder_path("diffusion_models", checkpoint_root, is_default=True)
@@ -158,9 +159,9 @@ def main() -> None:
           f"{args.repeats} sampling run(s) each: wall time uncached {plain:.1f} s, SeaCache {cached:.1f} s -> "
           f"measured {plain / cached:.2f}x; estimated (calls / calls that ran the stack) {report['speedup']:.2f}x")
     if args.chart:
-        import comfyui_harness
+        from seacache_testing import comfyui_harness
 
-        chart = comfyui_harness.import_pack_module("nodes.timeline_chart")
+        chart = comfyui_harness.import_pack_module("nodes.seacache.chart")
         chart.render_timeline(report).save(args.chart)
         print(f"timeline chart saved to {args.chart}")
 

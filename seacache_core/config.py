@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .indicator import GATES
 
-RESIDUAL_DEVICES = ("compute", "cpu")
+RESIDUAL_STORAGES = ("compute", "cpu")
 
 
 def _is_int(value) -> bool:
@@ -21,7 +21,9 @@ def _is_number(value) -> bool:
 @dataclass
 class SeaCacheConfig:
     r"""
-    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md.
+    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md. The defaults are the
+    paper's gate; SeaCache Apply starts from threshold 0.13 with gate `"sea_same_sigma"` (its inputs in
+    nodes/seacache/apply.py), so replaying a node's run takes those two explicitly.
 
     Args:
         threshold (`float`, defaults to `0.25`):
@@ -30,9 +32,9 @@ class SeaCacheConfig:
             to the uncached model); higher values reuse more and trade quality for speed.
         order (`int`, defaults to `1`):
             Order (0..2) of the Newton extrapolation of the stack residual over step indices on a
-            reused step; `order + 1` residuals are kept per branch. 2 (quadratic) halved the error of 1 (linear,
-            vLLM-Omni's) on the pack's trained Cosmos3-architecture proxy at the same speed (README, Quality); the
-            default stays 1 while the same evidence is missing for the other model families SeaCache serves.
+            reused step; `order + 1` residuals are kept per branch. 1 is linear (vLLM-Omni's); 2 (quadratic) was
+            measured better on the pack's trained Cosmos3-architecture proxy (docs/quality.md), and the default
+            stays 1 while the same evidence is missing for the other model families SeaCache serves.
         max_consecutive (`int`, defaults to `2`):
             Most reused steps in a row per branch before a compute is forced. `0` never reuses,
             `-1` sets no cap.
@@ -43,7 +45,7 @@ class SeaCacheConfig:
         power (`float`, *optional*, defaults to `None`):
             Exponent `p` of the power-law prior of the SEA filter. `None` chooses it from the latent:
             3.0 when it has more than one frame (video), 2.0 for a single frame (image).
-        residual_device (`str`, defaults to `"compute"`):
+        residual_storage (`str`, defaults to `"compute"`):
             Where the residual history lives: `"compute"` keeps it on the device of the stack,
             `"cpu"` offloads it to CPU memory and moves it back when a residual is predicted.
         gate (`str`, defaults to `"sea"`):
@@ -59,7 +61,7 @@ class SeaCacheConfig:
     warmup_steps: int = 1
     end_steps: int = 1
     power: float | None = None
-    residual_device: str = "compute"
+    residual_storage: str = "compute"
     gate: str = "sea"
 
     def __post_init__(self) -> None:
@@ -83,8 +85,8 @@ class SeaCacheConfig:
             not _is_number(self.power) or not math.isfinite(self.power) or self.power <= 0
         ):
             raise ValueError(f"power must be None (auto) or a finite number > 0, got {self.power!r}")
-        if self.residual_device not in RESIDUAL_DEVICES:
-            raise ValueError(f"residual_device must be one of {RESIDUAL_DEVICES}, got {self.residual_device!r}")
+        if self.residual_storage not in RESIDUAL_STORAGES:
+            raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {self.residual_storage!r}")
         if self.gate not in GATES:
             raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
 
@@ -97,6 +99,6 @@ class SeaCacheConfig:
     def history_bytes(self, residual_numel: int, element_size: int) -> int:
         """Compute-device bytes one branch's residual history holds at most: `order + 1` residuals of
         `residual_numel` elements (none when the history lives on the CPU). Memory planners add it per branch."""
-        if self.residual_device == "cpu":
+        if self.residual_storage == "cpu":
             return 0
         return (self.order + 1) * residual_numel * element_size

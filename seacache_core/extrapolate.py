@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import RESIDUAL_DEVICES
+from .config import RESIDUAL_STORAGES
 
 
 def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int, order: int) -> torch.Tensor:
@@ -42,13 +42,13 @@ def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int,
 class _Record:
     step: int
     residual: torch.Tensor
-    ready: torch.cuda.Event | None = None  # storage "cpu" on CUDA: recorded when the copy to the host finished
+    ready: torch.cuda.Event | None = None  # residual_storage "cpu" on CUDA: recorded when the copy to the host finished
 
 
 class ResidualHistory:
     """The last `order + 1` stack residuals of one branch with their step indices.
 
-    `storage` is "compute" (kept where the residual was produced) or "cpu" (offloaded, moved back when
+    `residual_storage` is "compute" (kept where the residual was produced) or "cpu" (offloaded, moved back when
     predicting). Residuals keep their dtype. A residual of another shape than the stored ones drops them,
     since a polynomial through mismatched tensors means nothing.
 
@@ -60,11 +60,11 @@ class ResidualHistory:
     and exact.
     """
 
-    def __init__(self, order: int, storage: str = "compute") -> None:
-        if storage not in RESIDUAL_DEVICES:
-            raise ValueError(f"storage must be one of {RESIDUAL_DEVICES}, got {storage!r}")
+    def __init__(self, order: int, residual_storage: str = "compute") -> None:
+        if residual_storage not in RESIDUAL_STORAGES:
+            raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {residual_storage!r}")
         self.order = order
-        self.storage = storage
+        self.residual_storage = residual_storage
         self.buffers_allocated = 0
         self._records: deque[_Record] = deque()
         self._spare: list[torch.Tensor] = []  # host buffers of dropped records, reused by the next offload
@@ -89,12 +89,12 @@ class ResidualHistory:
         if len(self._records) == self.order + 1:
             self._drop(self._records.popleft())
         record = _Record(int(step), residual)
-        if self.storage == "cpu":
+        if self.residual_storage == "cpu":
             record.residual, record.ready = self._offload(residual)
         self._records.append(record)
 
     def _drop(self, record: _Record) -> None:
-        if self.storage == "cpu":
+        if self.residual_storage == "cpu":
             self._spare.append(record.residual)
 
     def _host_buffer(self, like: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -12,6 +12,7 @@ from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory
 from .indicator import make_indicator
 from .ranks import agreed_reuse
+from .schedule import RunSchedule
 from .sea_filter import GainCache, sea_filter_float32
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
@@ -81,8 +82,9 @@ class SeaCacheGate:
     `torch.compile` tracing.
     """
 
-    def __init__(self, config: SeaCacheConfig | None = None) -> None:
+    def __init__(self, config: SeaCacheConfig | None = None, schedule: RunSchedule | None = None) -> None:
         self.config = config if config is not None else SeaCacheConfig()
+        self.schedule = schedule if schedule is not None else RunSchedule()
         self.gains = GainCache()
         self.indicator = make_indicator(self.config.gate)
         self._states: dict[Hashable, BranchState] = {}
@@ -189,16 +191,6 @@ class SeaCacheGate:
         return decision
 
     @staticmethod
-    def _check_keys(keys: list, latent: torch.Tensor) -> None:
-        if len(keys) != latent.shape[0]:
-            raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")
-
-    @staticmethod
-    def _check_step(step: int, num_steps: int) -> None:
-        if not 0 <= step < num_steps:
-            raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
-
-    @staticmethod
     def _off_schedule(groups) -> list[BranchPlan]:
         return [BranchPlan(key, items, frozen=True, reason="off_schedule") for key, items in groups.items()]
 
@@ -207,65 +199,62 @@ class SeaCacheGate:
         self,
         keys: Sequence[Hashable],
         latent: torch.Tensor,
-        sigma: float,
-        step: int | None,
-        num_steps: int,
+        sigma: float | torch.Tensor,
+        step: int | None = None,
+        num_steps: int | None = None,
         reuse_allowed: bool = True,
-        filter_sigma: float | None = None,
+        filter_sigma: float | torch.Tensor | None = None,
     ) -> Decision:
         """Decide whether this call may skip the stack; changes no state until `commit`.
 
-        `keys` names the branch of each batch item of `latent` ([B, C, T, H, W] or [B, C, H, W]); `sigma` is a
-        Python float; `step` is the 0-based index of `sigma` in the run's schedule of `num_steps` steps, or
-        None for an evaluation off the schedule (forced compute, state untouched). `reuse_allowed=False` forces
-        a compute (reason "window"). `filter_sigma` is the noise level in the flow convention the SEA filter
-        assumes (latent = (1 - s) x0 + s eps); None means `sigma` already is one (flow-matching models).
-        One host read: the distances of the branches that continue from their previous step, together.
+        `keys` names the branch of each batch item of `latent` ([B, C, T, H, W] or [B, C, H, W]). `sigma` is a
+        Python float, or a one-value tensor on the latent's device (float64 keeps the decisions those of the host
+        float). The call's step comes from the gate's schedule (`self.schedule`: its step, step count and reuse
+        window), unless the caller of a float sigma passes `step` and `num_steps` itself (`step` None: an
+        evaluation off the schedule, forced compute, state untouched; `reuse_allowed=False` forces a compute,
+        reason "window"). A step looked up in the schedule is always in range.
+        `filter_sigma` is the noise level in the flow convention the SEA filter assumes (latent = (1 - s) x0 +
+        s eps); None means `sigma` already is one (flow-matching models).
+
+        One host read: a tensor sigma together with the distances of every branch that has a previous indicator
+        (a distance measured for a branch that turns out not to continue from its previous step is ignored); a
+        float sigma is looked up first, and only the branches that continue are measured (no read when none does).
         """
         keys = list(keys)
-        self._check_keys(keys, latent)
-        sigma = float(sigma)
+        if len(keys) != latent.shape[0]:
+            raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")
         groups = _group(keys)
-        if step is None:
-            return self._decision(self._off_schedule(groups), step, sigma, latent)
-        self._check_step(step, num_steps)
-        sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else float(filter_sigma))
-        following = [key for key in groups if relation(self._states.get(key), step, sigma) == NEXT]
-        pending = self._pending(following, indicators, latent.dtype, sea_filter)
-        distances = dict(zip(pending, torch.stack(list(pending.values())).tolist())) if pending else {}
-        plans = self._plans(groups, indicators, distances, sigma, step, num_steps, reuse_allowed)
-        return self._decision(plans, step, sigma, latent)
-
-    @torch.compiler.disable
-    def decide_on_device(
-        self,
-        keys: Sequence[Hashable],
-        latent: torch.Tensor,
-        sigma: torch.Tensor,
-        locate: Callable[[float], tuple[int | None, int, bool]],
-        filter_sigma: torch.Tensor | None = None,
-    ) -> Decision:
-        """:meth:`decide` for a sigma that lives on the device, with one host read in all: the sigma and the
-        distances of every branch that has a previous indicator come back together, then ``locate(sigma)`` gives
-        ``(step, num_steps, reuse_allowed)`` and the branches are decided on the host exactly as :meth:`decide`
-        does (a distance measured for a branch that turns out not to continue from its previous step is ignored).
-        `sigma` and `filter_sigma` hold one value each (float64 on the latent's device keeps the decisions those of
-        the host floats)."""
-        keys = list(keys)
-        self._check_keys(keys, latent)
-        groups = _group(keys)
+        on_host = not isinstance(sigma, torch.Tensor)
+        if on_host:
+            sigma = float(sigma)
+            filter_sigma = None if filter_sigma is None else float(filter_sigma)
+            if num_steps is None:
+                step, num_steps, reuse_allowed = self._locate(sigma)
+            if step is None:
+                return self._decision(self._off_schedule(groups), step, sigma, latent)
+            if not 0 <= step < num_steps:
+                raise ValueError(f"step must be in 0..{num_steps - 1}, got {step!r}")
+            measured = [key for key in groups if relation(self._states.get(key), step, sigma) == NEXT]
+        else:
+            measured = [key for key in groups if key in self._states]
         sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else filter_sigma)
-        pending = self._pending([key for key in groups if key in self._states], indicators, latent.dtype, sea_filter)
-        values = [sigma.reshape(1).to(device=latent.device, dtype=torch.float64)]
+        pending = self._pending(measured, indicators, latent.dtype, sea_filter)
+        values = [] if on_host else [sigma.reshape(1).to(device=latent.device, dtype=torch.float64)]
         if pending:
             values.append(torch.stack(list(pending.values())).to(torch.float64))
-        host_sigma, *measured = torch.cat(values).tolist()
-        step, num_steps, reuse_allowed = locate(host_sigma)
-        if step is None:
-            return self._decision(self._off_schedule(groups), step, host_sigma, latent)
-        self._check_step(step, num_steps)
-        plans = self._plans(groups, indicators, dict(zip(pending, measured)), host_sigma, step, num_steps, reuse_allowed)
-        return self._decision(plans, step, host_sigma, latent)
+        read = torch.cat(values).tolist() if values else []  # the call's one host read
+        if not on_host:
+            sigma, *read = read
+            step, num_steps, reuse_allowed = self._locate(sigma)
+            if step is None:
+                return self._decision(self._off_schedule(groups), step, sigma, latent)
+        plans = self._plans(groups, indicators, dict(zip(pending, read)), sigma, step, num_steps, reuse_allowed)
+        return self._decision(plans, step, sigma, latent)
+
+    def _locate(self, sigma: float) -> tuple[int | None, int, bool]:
+        """``(step, num_steps, reuse_allowed)`` of a call at ``sigma`` in the gate's schedule."""
+        step = self.schedule.step_of(sigma)
+        return step, self.schedule.steps, self.schedule.reuse_allowed(step)
 
     def _check_in_flight(self, decision: Decision) -> None:
         if not any(d is decision for d in self._in_flight):
@@ -317,7 +306,7 @@ class SeaCacheGate:
         for plan in active:
             state = self._states.get(plan.key)
             if state is None:
-                state = BranchState(ResidualHistory(self.config.order, self.config.residual_device))
+                state = BranchState(ResidualHistory(self.config.order, self.config.residual_storage))
                 self._states[plan.key] = state
             if plan.reset:
                 state.history.clear()

@@ -8,9 +8,8 @@ indicator, which was filtered at the previous sigma. The difference therefore ho
 the change of the latent seen through the filter, and the change of the filter itself, which the schedule
 alone decides. Near sigma 1 the Wiener filter's pass band moves fast (its signal weight 1 - sigma doubles from
 one step to the next), so the second part is large exactly where a strongly shifted schedule barely moves the
-latent: over the first ten of 35 steps at shift 10, the paper's distance sums to 2.1x (natural-photo proxy) and
-7.2x (synthetic proxy) the same-sigma distance (docs/quality.md). The accumulated distance then forces computes
-early and spends the skips late.
+latent (docs/quality.md measures how much of the early distance this part is). The accumulated distance then
+forces computes early and spends the skips late.
 
 ``"sea_same_sigma"`` removes the schedule's part: both latents go through the current step's filter, so the
 distance is the relative change of the latent in the band the current noise level leaves readable. At the last

@@ -6,6 +6,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
+from .call import GatedCall
 from .config import SeaCacheConfig
 from .gate import SeaCacheGate
 from .stats import RunStats
@@ -38,10 +39,8 @@ def replay(
         if latent.shape[0] == 1 and len(keys) > 1:
             latent = latent.expand(len(keys), *latent.shape[1:])
         placeholder = torch.zeros(len(keys), 1, device=latent.device)
-        decision = gate.decide(keys, latent, float(sigmas[step]), step, num_steps)
-        if decision.reuse and gate.predict(decision, placeholder) is not None:
-            gate.commit(decision)
-        else:
-            gate.commit(decision, placeholder)
+        call = GatedCall(gate, gate.decide(keys, latent, float(sigmas[step]), step, num_steps))
+        if call.predict(placeholder) is None:
+            call.commit(placeholder)
     gate.release()
     return gate.stats

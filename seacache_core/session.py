@@ -1,41 +1,31 @@
 """A SeaCache session: one sampling run of a model whose expensive stack is wrapped by the gate.
 
-Hosts (the ComfyUI nodes, the demo's plain sampler) hand every stack call to :meth:`SeaCacheSession.run`
-with the stack's input, the noisy latent, the call's sigma and one branch key per batch item; the session
-maps sigma to a step of the run's schedule, asks the gate, and either applies the extrapolated residual or
-runs the stack and records its residual.
+Hosts (the ComfyUI nodes, the demo's plain sampler) start every stack call with :meth:`SeaCacheSession.start_call`
+(the stack's noisy latent, the call's sigma, one branch key per batch item) and carry it out through the returned
+:class:`~seacache_core.call.GatedCall`; :meth:`SeaCacheSession.run` does both for a stack that is one callable.
 """
 
 from __future__ import annotations
 
-import math
+import threading
 from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
+from .call import GatedCall
 from .config import SeaCacheConfig
-from .gate import SeaCacheGate
+from .gate import Decision, SeaCacheGate
+from .schedule import RunSchedule
 from .stats import RunStats
 
 
-def validate_window(start_percent: float, end_percent: float) -> None:
-    """Raise ValueError unless 0 <= start_percent <= end_percent <= 1 (the reuse window, as step fractions)."""
-    if not 0.0 <= start_percent <= end_percent <= 1.0:
-        raise ValueError(
-            f"start_percent ({start_percent}) and end_percent ({end_percent}) must satisfy 0 <= start <= end <= 1."
-        )
-
-
 class SeaCacheSession:
-    """Gate, schedule and reuse window of one run. ``start_percent``/``end_percent`` bound the fraction of
-    the schedule's steps (step / steps) where reuse is allowed; evaluations off the schedule always compute."""
+    """Gate, schedule and reuse window of one run (see :class:`~seacache_core.schedule.RunSchedule`). ``lock``
+    serialises the gate between concurrent calls of the run."""
 
     def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0):
-        validate_window(start_percent, end_percent)
-        self.gate = SeaCacheGate(config)
-        self.start_percent = start_percent
-        self.end_percent = end_percent
-        self.schedule: list[float] | None = None
+        self.gate = SeaCacheGate(config, RunSchedule(start_percent, end_percent))
+        self.lock = threading.Lock()
 
     @property
     def stats(self) -> RunStats:
@@ -43,27 +33,26 @@ class SeaCacheSession:
         return self.gate.stats
 
     @property
+    def schedule(self) -> RunSchedule:
+        """The run's schedule and reuse window, which the gate looks each call's sigma up in."""
+        return self.gate.schedule
+
+    @property
     def steps(self) -> int:
         """Steps of the schedule (its length minus the final sigma), 0 before it is known."""
-        return max(len(self.schedule or []) - 1, 0)
+        return self.schedule.steps
 
     def set_schedule(self, sigmas: Sequence[float] | torch.Tensor) -> None:
         """The run's sigma schedule, ``steps + 1`` values ending at the final sigma."""
-        values = sigmas.flatten().tolist() if isinstance(sigmas, torch.Tensor) else list(sigmas)
-        self.schedule = [float(s) for s in values]
+        self.schedule.set(sigmas)
 
     def step_of(self, sigma: float) -> int | None:
         """Index of ``sigma`` among the schedule's steps, or None for an evaluation off the schedule."""
-        for i, s in enumerate((self.schedule or [])[: self.steps]):
-            if math.isclose(s, sigma, rel_tol=1e-5, abs_tol=1e-7):
-                return i
-        return None
+        return self.schedule.step_of(sigma)
 
     def reuse_allowed(self, step: int | None) -> bool:
         """Whether ``step`` lies inside the configured window of the schedule."""
-        if step is None or self.steps == 0:
-            return False
-        return self.start_percent <= step / self.steps <= self.end_percent
+        return self.schedule.reuse_allowed(step)
 
     def decide(
         self,
@@ -71,21 +60,21 @@ class SeaCacheSession:
         sigma: float | torch.Tensor,
         keys: Sequence[Hashable],
         filter_sigma: float | torch.Tensor | None = None,
-    ):
-        """The gate's decision for one call at schedule sigma ``sigma`` (hosts whose stack is not one callable use
-        this, then ``gate.predict``/``gate.commit``); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`. A
-        one-value tensor ``sigma`` (and ``filter_sigma``) on the latent's device is read in the gate's one host read
-        (:meth:`SeaCacheGate.decide_on_device`)."""
-        if isinstance(sigma, torch.Tensor):
-            return self.gate.decide_on_device(keys, latent, sigma, self.locate, filter_sigma)
-        step, steps, reuse_allowed = self.locate(sigma)
-        return self.gate.decide(keys, latent, sigma, step, steps, reuse_allowed, filter_sigma)
+    ) -> Decision:
+        """The gate's decision for one call at sigma ``sigma`` (a float, or a one-value tensor on the latent's
+        device, read together with the distances); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`."""
+        with self.lock:
+            return self.gate.decide(keys, latent, sigma, filter_sigma=filter_sigma)
 
-    def locate(self, sigma: float) -> tuple[int | None, int, bool]:
-        """``(step, steps, reuse_allowed)`` of a call at ``sigma``: its step of the schedule (None off it), the
-        schedule's step count, and whether the step lies in the reuse window."""
-        step = self.step_of(sigma)
-        return step, self.steps, self.reuse_allowed(step)
+    def start_call(
+        self,
+        latent: torch.Tensor,
+        sigma: float | torch.Tensor,
+        keys: Sequence[Hashable],
+        filter_sigma: float | torch.Tensor | None = None,
+    ) -> GatedCall:
+        """One call, decided (see :meth:`decide`), to be carried out through the returned :class:`GatedCall`."""
+        return GatedCall(self.gate, self.decide(latent, sigma, keys, filter_sigma), self.lock)
 
     def run(
         self,
@@ -97,14 +86,12 @@ class SeaCacheSession:
     ) -> torch.Tensor:
         """The stack output for one call: ``stack_in`` plus the extrapolated residual when the gate allows,
         otherwise ``stack(stack_in)`` with its residual recorded."""
-        decision = self.decide(latent, sigma, keys)
-        if decision.reuse:
-            residual = self.gate.predict(decision, like=stack_in)
-            if residual is not None:
-                self.gate.commit(decision)
-                return stack_in + residual
+        call = self.start_call(latent, sigma, keys)
+        residual = call.predict(stack_in)
+        if residual is not None:
+            return stack_in + residual
         out = stack(stack_in)
-        self.gate.commit(decision, out - stack_in)
+        call.commit(out - stack_in)
         return out
 
     def report(self, status: str) -> dict:

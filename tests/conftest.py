@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-_TESTS_DIR = str(Path(__file__).resolve().parent)
-if _TESTS_DIR not in sys.path:  # also works under --import-mode=importlib
-    sys.path.insert(0, _TESTS_DIR)
-
-import comfyui_harness  # noqa: E402
+from seacache_testing import comfyui_harness, tiny_vae
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +25,7 @@ def comfy(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def import_pack_module():
-    """Callable: ``import_pack_module("nodes.vae")`` -> ``seacache_pack.nodes.vae`` (``__init__`` not run)."""
+    """Callable: ``import_pack_module("nodes.cosmos3.vae")`` -> ``seacache_pack.nodes.cosmos3.vae`` (``__init__`` not run)."""
     return comfyui_harness.import_pack_module
 
 
@@ -43,14 +38,13 @@ def seacache_pack(comfy):
 @pytest.fixture(scope="session")
 def tiny_vae_dir(tmp_path_factory):
     """A tiny random Wan2.2-layout diffusers VAE folder (seed 0), written once per session."""
-    tiny = comfyui_harness.import_pack_module("scripts.tiny_vae")
-    return Path(tiny.write_tiny_vae(tmp_path_factory.mktemp("tiny_vae"), seed=0))
+    return Path(tiny_vae.write_tiny_vae(tmp_path_factory.mktemp("tiny_vae"), seed=0))
 
 
 @pytest.fixture(scope="session")
 def tiny(comfy, tmp_path_factory):
     """The tiny Cosmos3 checkpoint loaded through this pack's Cosmos3 Loader in the ComfyUI session."""
     pytest.importorskip("diffusers")
-    from comfy_runs import load_tiny
+    from seacache_testing.comfy_runs import load_tiny
 
     return load_tiny(comfy, tmp_path_factory)

@@ -42,7 +42,7 @@ def test_bench_gpu_smoke_prints_both_runs_for_every_size_and_dtype():
 
 
 def test_bench_gpu_smoke_with_cpu_residual_history():
-    out = bench("bench_gpu.py", "--smoke", "--dtypes", "bf16", "--sizes", "128x64x9@8", "--residual-device", "cpu")
+    out = bench("bench_gpu.py", "--smoke", "--dtypes", "bf16", "--sizes", "128x64x9@8", "--residual-storage", "cpu")
     assert "residual history on cpu" in out and "| 128x64x9 | bf16 | seacache |" in out
 
 

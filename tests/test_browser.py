@@ -153,7 +153,7 @@ class Server:
     """A ComfyUI server process whose base directory (custom_nodes, models, input, output, temp, user) is a temp dir."""
 
     def __init__(self, comfy_path: Path, base: Path):
-        from tiny_checkpoint import make_tiny_checkpoint
+        from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
         self.base = base
         for folder in ("custom_nodes", "models/diffusion_models", "input", "output", "temp", "user/default"):

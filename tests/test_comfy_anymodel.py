@@ -7,8 +7,8 @@ two runs agree, batch 2 and split cond/uncond keep per-branch state, the input M
 import pytest
 import torch
 
-import tiny_comfy_models
-from anymodel_runs import counting_blocks, last_report, sample, seacache, stack_blocks
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import counting_blocks, last_report, sample, seacache, stack_blocks
 
 STEPS = 12
 MODELS = list(tiny_comfy_models.SPECS)
@@ -18,7 +18,7 @@ MODELS = list(tiny_comfy_models.SPECS)
 def pack(comfy):
     """The pack loaded as ComfyUI loads it; one torch thread while these tiny models run (thread start-up and
     contention cost more than they save at this size)."""
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -151,7 +151,7 @@ def test_epsilon_prediction_model_is_gated_in_the_flow_convention(comfy, pack):
 def test_flow_scale_and_sigma_maps_each_sampling_type(comfy, import_pack_module):
     import comfy.model_sampling as ms
 
-    flow_scale_and_sigma = import_pack_module("nodes.seams.sampling").flow_scale_and_sigma
+    flow_scale_and_sigma = import_pack_module("nodes.seacache.sampling").flow_scale_and_sigma
 
     flow = type("Flow", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})
     eps = type("Eps", (ms.ModelSamplingDiscrete, ms.EPS), {})
@@ -164,7 +164,7 @@ def test_flow_scale_and_sigma_maps_each_sampling_type(comfy, import_pack_module)
 def test_device_sigma_maps_and_scales_exactly_as_the_host_float(comfy, import_pack_module):
     import comfy.model_sampling as ms
 
-    sampling = import_pack_module("nodes.seams.sampling")
+    sampling = import_pack_module("nodes.seacache.sampling")
     x = torch.randn(2, 4, 3, 6, 8)
     for kind, sigmas in ((ms.CONST, (0.9991, 0.37, 0.0213)), (ms.EPS, (14.6, 0.37, 0.0213))):
         model_sampling = type("Sampling", (ms.ModelSamplingDiscrete, kind), {})()
@@ -192,7 +192,7 @@ def test_gate_sees_the_video_stream_of_a_packed_av_latent(comfy, import_pack_mod
         pytest.skip(tiny_comfy_models.missing("ltxav"))
     import comfy.utils
 
-    video_stream = import_pack_module("nodes.seams.sampling").video_stream
+    video_stream = import_pack_module("nodes.seacache.sampling").video_stream
     video, audio = torch.randn(2, 128, 2, 4, 4), torch.randn(2, 8, 5, 16)
     packed, shapes = comfy.utils.pack_latents([video, audio])
     base = type("Base", (), {"latent_shapes": shapes})()

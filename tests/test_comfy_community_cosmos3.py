@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-import community_cosmos3_standin as standin
-from anymodel_runs import last_report, seacache
+from seacache_testing import community_cosmos3_standin as standin
+from seacache_testing.anymodel_runs import last_report, seacache
 
 STEPS = 12
 LATENT = (16, 3, 4, 4)
@@ -21,7 +21,7 @@ POSITIVE, NEGATIVE = [5, 9, 11, 3], [7, 2, 8, 1]
 
 @pytest.fixture(scope="module")
 def community(comfy):
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -131,7 +131,7 @@ def test_failure_inside_the_model_falls_back_to_whole_calls(comfy, community, mo
     first_reuse = next(r["step"] for r in last_report(reference)["records"] if r["decision"] == "reused")
 
     for name, module in list(sys.modules.items()):
-        if name.endswith("nodes.seams.call") and hasattr(module, "StackCall"):
+        if name.endswith("nodes.seacache.call") and hasattr(module, "StackCall"):
             enter = module.StackCall._enter
 
             @functools.wraps(enter)
@@ -169,7 +169,7 @@ def test_failure_of_the_gate_falls_back_to_whole_calls(comfy, community, monkeyp
     """An exception in the gate's decision at a call (injected at the third) stops caching the same way."""
     plain = run(comfy, community)
     for name, module in list(sys.modules.items()):
-        if name.endswith("nodes.seacache_runtime") and hasattr(module, "SeaCacheRun"):
+        if name.endswith("nodes.seacache.runtime") and hasattr(module, "SeaCacheRun"):
             start_call, calls = module.SeaCacheRun.start_call, []
 
             def failing(self, *args, start_call=start_call, calls=calls, **kwargs):

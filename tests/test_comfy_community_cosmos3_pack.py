@@ -20,8 +20,8 @@ import sys
 import pytest
 import torch
 
-import community_cosmos3_pack as community
-from anymodel_runs import last_report, seacache
+from seacache_testing import community_cosmos3_pack as community
+from seacache_testing.anymodel_runs import last_report, seacache
 
 STEPS = 10
 LENGTH, SIZE = 9, 64  # pixels: 3 latent frames of 4 x 4
@@ -40,7 +40,7 @@ class CharTokens:
 def pack(comfy, tmp_path_factory):
     """The community pack loaded by ComfyUI, this pack loaded likewise, a tiny checkpoint in the pack's format
     and a loader for it."""
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     path = community.pack_path(comfy)
     module = community.load_pack(comfy, path)
@@ -217,7 +217,7 @@ def test_seacache_failure_inside_the_model_falls_back_to_whole_calls(comfy, pack
         raise RuntimeError("injected seam failure")
 
     for name, module in list(sys.modules.items()):
-        if name.endswith("nodes.seams.call") and hasattr(module, "StackCall"):
+        if name.endswith("nodes.seacache.call") and hasattr(module, "StackCall"):
             monkeypatch.setattr(module.StackCall, "_leave", broken_leave)
     with caplog.at_level("WARNING"):
         out = sample(comfy, patched, positive, negative, latent)

@@ -14,14 +14,15 @@ ComfyUI's tiny random-weight Wan 2.1 (and the other core families for the memory
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 import torch
 
-import composition_cases as cases
-import tiny_comfy_models
-from anymodel_runs import counting_blocks, last_report, sample, seacache
+from seacache_testing import composition_cases as cases
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import counting_blocks, last_report, sample, seacache
 
 STEPS = 20
 EXTRA_NODES = ("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")
@@ -30,7 +31,7 @@ EXTRA_NODES = ("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")
 @pytest.fixture(scope="module")
 def pack(comfy):
     """The pack loaded as ComfyUI loads it, the core nodes these graphs use, one torch thread (tiny models)."""
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -115,27 +116,28 @@ def test_other_caches_are_refused_before_the_first_step(comfy, pack, wan, cache)
     assert blocks["calls"] == 0
 
 
+def answering(model):
+    """A clone of ``model`` whose DIFFUSION_MODEL wrapper answers every third call itself (the model never runs)."""
+    from comfy.patcher_extension import WrappersMP
+
+    state = {"calls": 0, "last": None}
+
+    def wrapper(executor, *args, **kwargs):
+        state["calls"] += 1
+        if state["calls"] % 3 == 0 and state["last"] is not None:
+            return state["last"]
+        state["last"] = executor(*args, **kwargs)
+        return state["last"]
+
+    model = model.clone()
+    model.add_wrapper_with_key(WrappersMP.DIFFUSION_MODEL, "answers", wrapper)
+    return model
+
+
 def test_a_call_that_misses_the_seam_runs_whole_and_is_counted(comfy, pack, wan):
     """A node whose DIFFUSION_MODEL wrapper answers every third call itself (the model never runs, so no seam is
     passed): no error mid-run, the gate forgets those calls, the report counts them, threshold 0 stays exact."""
-    from comfy.patcher_extension import WrappersMP
-
     spec = tiny_comfy_models.SPECS[cases.MODEL]
-
-    def answering(model):
-        state = {"calls": 0, "last": None}
-
-        def wrapper(executor, *args, **kwargs):
-            state["calls"] += 1
-            if state["calls"] % 3 == 0 and state["last"] is not None:
-                return state["last"]
-            state["last"] = executor(*args, **kwargs)
-            return state["last"]
-
-        model = model.clone()
-        model.add_wrapper_with_key(WrappersMP.DIFFUSION_MODEL, "answers", wrapper)
-        return model
-
     plain = sample(comfy, answering(wan), spec, steps=STEPS)
     exact = answering(seacache(comfy, wan, threshold=0.0))
     assert torch.equal(sample(comfy, exact, spec, steps=STEPS), plain)
@@ -143,6 +145,23 @@ def test_a_call_that_misses_the_seam_runs_whole_and_is_counted(comfy, pack, wan)
     assert report["uncached_calls"] == STEPS // 3 and report["calls"] == STEPS - STEPS // 3
     cached = answering(seacache(comfy, wan))
     assert torch.isfinite(sample(comfy, cached, spec, steps=STEPS)).all() and last_report(cached)["status"] == "completed"
+
+
+def test_each_run_logs_one_summary_line_and_warns_once_when_calls_ran_whole(comfy, pack, wan, caplog):
+    """One INFO line per run (model, seam, calls, ran, reused, speedup); one warning per run only when calls
+    missed the seam and ran whole."""
+    spec = tiny_comfy_models.SPECS[cases.MODEL]
+    for model, missed in ((seacache(comfy, wan), 0), (answering(seacache(comfy, wan)), STEPS // 3)):
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            sample(comfy, model, spec, steps=STEPS)
+        lines = [r for r in caplog.records if r.getMessage().startswith("SeaCache:")]
+        report = last_report(model)
+        summary = (f"completed run of {type(wan.model).__name__}, seam {report['seam']}: {report['calls']} calls, "
+                   f"{report['ran']} ran, {report['reused']} reused, estimated stack speedup {report['speedup']:.2f}x")
+        assert [r.levelno for r in lines] == [logging.INFO] + [logging.WARNING] * (missed > 0)
+        assert lines[0].getMessage() == f"SeaCache: {summary}"
+        assert not missed or lines[1].getMessage().startswith(f"SeaCache: {missed} of {STEPS} model calls")
 
 
 def _threaded_calls(executor, model, conds, x_in, timestep, model_options):

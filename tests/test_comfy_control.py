@@ -1,5 +1,5 @@
 """ControlNets and block model patches with SeaCache (needs COMFYUI_PATH), on tiny core models with ComfyUI's own
-control classes (tests/control_cases.py). For each case: the control changes the plain output; threshold 0 is
+control classes (seacache_testing/control_cases.py). For each case: the control changes the plain output; threshold 0 is
 bit-identical to the same graph without SeaCache; the default threshold reuses and its error (relative L2 of the
 final latent against the same graph without SeaCache) stays within 1.5x of SeaCache's error on the graph without
 the control. Block patches run on every block of a computed call and only after the last block on a reused one
@@ -10,10 +10,10 @@ the control. Block patches run on every block of a computed call and only after 
 import pytest
 import torch
 
-import tiny_comfy_models
-from anymodel_runs import last_report, sample, seacache
-from composition_cases import rel_error
-from control_cases import CASES
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import last_report, sample, seacache
+from seacache_testing.composition_cases import rel_error
+from seacache_testing.control_cases import CASES
 
 STEPS = 20
 
@@ -21,7 +21,7 @@ STEPS = 20
 @pytest.fixture(scope="module")
 def pack(comfy):
     """The pack loaded as ComfyUI loads it; one torch thread while the tiny models run."""
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from comfy_runs import LayerCalls, prompt_ids, rel
+from seacache_testing.comfy_runs import LayerCalls, prompt_ids, rel
 
 
 def decode(tiny, samples):
@@ -15,7 +15,7 @@ def decode(tiny, samples):
 
 
 def test_loader_returns_native_model_vae_and_tokenizer(tiny):
-    from cosmos3_reference import TINY
+    from seacache_testing.cosmos3_reference import TINY
 
     dm = tiny.model.model.diffusion_model
     assert type(tiny.model.model).__name__ == "Cosmos3"
@@ -115,7 +115,7 @@ def test_memory_estimate_grows_with_sequence_length(tiny):
 def test_memory_estimate_is_the_activation_model_and_takes_newer_keywords(tiny):
     """The model's own estimate is the pack's one activation model (fp32 here) and knows nothing of SeaCache: the
     residual history is added by SeaCache itself (next test)."""
-    from cosmos3.memory import activation_bytes
+    from cosmos3 import activation_bytes
 
     m, cfg = tiny.model.model, tiny.model.model.diffusion_model.config
     shape = [2, 48, 3, 4, 4]

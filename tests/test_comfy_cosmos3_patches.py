@@ -5,8 +5,8 @@ ComfyUI's, kohya's and diffusers/PEFT key formats load through core ``LoraLoader
 import pytest
 import torch
 
-from anymodel_runs import last_report
-from comfy_runs import rel
+from seacache_testing.anymodel_runs import last_report
+from seacache_testing.comfy_runs import rel
 
 STEPS = 8
 
@@ -48,7 +48,7 @@ def test_core_skip_layer_guidance_changes_cosmos3(tiny):
 def test_skip_layer_guidance_with_seacache_on_cosmos3(tiny):
     """SeaCache before or after skip-layer guidance: threshold 0 is bit-identical to the guided graph without
     SeaCache; at the default threshold SeaCache reuses and its error stays within 1.5x of its own on the plain graph."""
-    from composition_cases import rel_error
+    from seacache_testing.composition_cases import rel_error
 
     steps = 12
     plain, guided = tiny.sample(tiny.model, steps=steps), tiny.sample(_skip_layer_guidance(tiny, tiny.model), steps=steps)

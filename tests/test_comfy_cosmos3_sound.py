@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from comfy_runs import SIZE, LayerCalls, prompt_ids, rel
+from seacache_testing.comfy_runs import SIZE, LayerCalls, prompt_ids, rel
 
 
 @pytest.fixture(scope="module")
 def sound(comfy, tmp_path_factory):
     """The tiny-sound checkpoint (sound_gen transformer + sound_tokenizer/) through the Cosmos3 Loader."""
     pytest.importorskip("diffusers")
-    from comfy_runs import load_tiny
+    from seacache_testing.comfy_runs import load_tiny
 
     return load_tiny(comfy, tmp_path_factory, preset="tiny-sound")
 
@@ -167,7 +167,7 @@ def test_sound_rates_that_disagree_are_refused_at_run_start(comfy, tmp_path_fact
     """tiny-sound-hop960: its audio VAE's hop_size 960 (50 sound frames a second) against the transformer's 25.
     Empty AV Latent sizes the sound by hop_size, as diffusers' pipeline does; sampling it is refused before any
     layer runs, naming both rates."""
-    from comfy_runs import load_tiny
+    from seacache_testing.comfy_runs import load_tiny
 
     odd = load_tiny(comfy, tmp_path_factory, preset="tiny-sound-hop960")
     latent = empty_av(odd)

@@ -12,7 +12,7 @@ import inspect
 import pytest
 import torch
 
-from comfy_runs import load_tiny
+from seacache_testing.comfy_runs import load_tiny
 
 
 @pytest.fixture

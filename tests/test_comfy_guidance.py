@@ -103,7 +103,7 @@ def test_text2image_interval_guides_only_the_early_steps(tiny):
 
 
 def test_seacache_gates_each_branch_it_sees(tiny):
-    from comfy_runs import rel
+    from seacache_testing.comfy_runs import rel
 
     active = reference_active(STEPS, T2I)
     patched = tiny.seacache()

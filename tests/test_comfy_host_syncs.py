@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from host_transfers import HostReads
+from seacache_testing.host_transfers import HostReads
 
 STEPS = 12
 

@@ -17,8 +17,8 @@ FOUR_STEP = "Cosmos3-I2V-4Step-loader-test"  # models/cosmos3, distilled sigmas
 @pytest.fixture(scope="module")
 def folders(comfy, tmp_path_factory):
     """A diffusion_models and a cosmos3 folder registered with ComfyUI, holding family checkpoints."""
-    import comfyui_harness
-    from tiny_checkpoint import make_tiny_checkpoint
+    from seacache_testing import comfyui_harness
+    from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
     if "SeaCacheCosmos3Loader" not in comfy.nodes.NODE_CLASS_MAPPINGS:
         comfyui_harness.load_pack_with_comfyui_loader(comfy)

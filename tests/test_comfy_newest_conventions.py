@@ -9,8 +9,8 @@ import inspect
 
 import pytest
 
-import tiny_comfy_models
-from anymodel_runs import sample, seacache
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import sample, seacache
 
 MODEL = "wan21_t2v"
 HISTORY = 2 * 3 * (3 * 4 * 4 * 128) * 4  # 2 branches x (order 2 + 1) residuals x tokens x width x fp32 bytes
@@ -48,7 +48,7 @@ def sampler_helpers():
 
 @pytest.fixture(scope="module")
 def pack(comfy):
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     return comfyui_harness.load_pack_with_comfyui_loader(comfy)
 

@@ -9,16 +9,16 @@ import math
 import pytest
 import torch
 
-import community_cosmos3_standin as standin
-import tiny_comfy_models
-from anymodel_runs import last_report, seacache
+from seacache_testing import community_cosmos3_standin as standin
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import last_report, seacache
 
 SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
 
 
 @pytest.fixture(scope="module")
 def wan(comfy):
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -4,7 +4,7 @@ split cond/uncond, multi-evaluation samplers, failures, re-application, wrong mo
 import pytest
 import torch
 
-from comfy_runs import LayerCalls, rel
+from seacache_testing.comfy_runs import LayerCalls, rel
 
 STEPS = 12
 

@@ -11,9 +11,9 @@ import threading
 import pytest
 import torch
 
-import community_cosmos3_standin as standin
-import tiny_comfy_models
-from anymodel_runs import last_report, sample, seacache
+from seacache_testing import community_cosmos3_standin as standin
+from seacache_testing import tiny_comfy_models
+from seacache_testing.anymodel_runs import last_report, sample, seacache
 
 STEPS = 8
 SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
@@ -21,7 +21,7 @@ SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
 
 @pytest.fixture(scope="module")
 def pack(comfy):
-    import comfyui_harness
+    from seacache_testing import comfyui_harness
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -65,7 +65,7 @@ class RunReports:
     """Each run's report, by the thread that ran it (the settings' one report slot is shared by both threads)."""
 
     def __init__(self, pack, monkeypatch):
-        runtime = sys.modules[f"{pack.__name__}.nodes.seacache_runtime"]
+        runtime = sys.modules[f"{pack.__name__}.nodes.seacache.runtime"]
         self.by_thread = {}
         report = runtime.SeaCacheRun.report
 
@@ -167,7 +167,7 @@ def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history
     thread preparing meanwhile waits, then counts its own history (not the first run's), and nothing is left behind."""
     from types import SimpleNamespace
 
-    runtime = sys.modules[f"{pack.__name__}.nodes.seacache_runtime"]
+    runtime = sys.modules[f"{pack.__name__}.nodes.seacache.runtime"]
 
     class Base:
         def memory_required(self, input_shape):

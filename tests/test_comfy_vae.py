@@ -14,18 +14,20 @@ import shutil
 import pytest
 import torch
 
+from seacache_testing import tiny_vae
+
 RTOL = 1e-4
 ATOL = 1e-5
 
 
 @pytest.fixture(scope="module")
 def vae_mod(comfy, import_pack_module):
-    return import_pack_module("nodes.vae")
+    return import_pack_module("nodes.cosmos3.vae")
 
 
 @pytest.fixture(scope="module")
-def tiny_mod(import_pack_module):
-    return import_pack_module("scripts.tiny_vae")
+def tiny_mod():
+    return tiny_vae
 
 
 @pytest.fixture(scope="module")

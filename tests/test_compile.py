@@ -16,7 +16,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
 from cosmos3.random_weights import random_model
-from scripts.seacache_host import SeaCachedCosmos3
+from seacache_testing.seacache_host import SeaCachedCosmos3
 from seacache_core import SeaCacheConfig, SeaCacheSession
 
 CONFIG = Cosmos3Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,

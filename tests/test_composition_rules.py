@@ -1,4 +1,4 @@
-"""How SeaCache recognises other step caches and guidance calls (nodes/composition.py); no ComfyUI needed."""
+"""How SeaCache recognises other step caches and guidance calls (nodes/seacache/composition.py); no ComfyUI needed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def composition(import_pack_module):
-    return import_pack_module("nodes.composition")
+    return import_pack_module("nodes.seacache.composition")
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 import json
 import os
-import sys
 
 import pytest
 import torch
@@ -10,9 +9,7 @@ import torch
 from cosmos3.audio_vae import AudioVAEConfig, load_audio_vae, read_audio_vae_config
 
 pytest.importorskip("diffusers")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-
-from tiny_audio_vae import build_tiny_audio_vae, write_tiny_audio_vae  # noqa: E402
+from seacache_testing.tiny_audio_vae import build_tiny_audio_vae, write_tiny_audio_vae
 
 RTOL = 2e-5
 

@@ -14,7 +14,7 @@ from cosmos3.checkpoint import (
     tokenizer_folder,
 )
 
-from tiny_checkpoint import make_tiny_checkpoint
+from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def load_native(path):
 
 def test_sharded_checkpoint_matches_diffusers_loader(ckpt):
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
-    from cosmos3_reference import reference_velocity
+    from seacache_testing.cosmos3_reference import reference_velocity
 
     from safetensors.torch import load_file
 
@@ -138,7 +138,7 @@ def test_family_checkpoint_loads_and_matches_diffusers(family, preset, stem):
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
     from safetensors.torch import load_file
 
-    from cosmos3_reference import reference_velocity
+    from seacache_testing.cosmos3_reference import reference_velocity
 
     root = family(preset)
     files = shard_files(root)
@@ -244,7 +244,7 @@ def test_sound_checkpoint_loads_its_sound_modules(tmp_path):
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
     from safetensors.torch import load_file, save_file
 
-    from cosmos3_reference import reference_velocity
+    from seacache_testing.cosmos3_reference import reference_velocity
 
     root = make_tiny_checkpoint(str(tmp_path / "cosmos3-sound"), preset="tiny-sound")
     config = read_config(root)

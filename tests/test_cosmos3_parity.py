@@ -5,7 +5,7 @@ import torch
 
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, TextKVCache, TEXT_KV_CACHE_KEY, is_unused_key
 
-from cosmos3_reference import TINY, VARIANTS, reference_model, reference_velocity
+from seacache_testing.cosmos3_reference import TINY, VARIANTS, reference_model, reference_velocity
 
 pytest.importorskip("diffusers")
 

@@ -3,17 +3,15 @@
 The reference ids come from ``Cosmos3OmniPipeline.tokenize_prompt`` called on a
 stand-in object carrying the attributes it reads (templates, text tokenizer,
 special-token ids, config), with a ``transformers`` tokenizer loaded from the
-tiny tokenizer that ``scripts/tiny_tokenizer.py`` writes.
+tiny tokenizer that ``seacache_testing/tiny_tokenizer.py`` writes.
 """
 
 from __future__ import annotations
 
 import filecmp
-import importlib.util
 import json
 import os
 import shutil
-import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,20 +20,7 @@ import jinja2
 import pytest
 
 from cosmos3 import tokenizer as tok
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str, path: Path):
-    # scripts/ is not a package: load the tiny tokenizer writer by path.
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tiny = _load("_tiny_tokenizer_under_test", ROOT / "scripts" / "tiny_tokenizer.py")
+from seacache_testing import tiny_tokenizer as tiny
 
 MAX_ID = 512
 

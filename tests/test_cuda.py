@@ -122,7 +122,7 @@ def test_residual_history_on_cpu_matches_device_history():
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=4)
     results = {}
     for storage in ("compute", "cpu"):
-        session = SeaCacheSession(SeaCacheConfig(threshold=100.0, residual_device=storage))
+        session = SeaCacheSession(SeaCacheConfig(threshold=100.0, residual_storage=storage))
         out = sample(model, noise, tokens, torch.bfloat16, session)
         records = session.gate.branch_state("cond").history.records
         assert records and all(r.device.type == ("cpu" if storage == "cpu" else DEVICE) for _, r in records)
@@ -213,7 +213,7 @@ def test_host_syncs_per_cached_model_call():
 
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=7)
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, residual_device="cpu"))
+    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, residual_storage="cpu"))
     sigmas = reference_sigmas(STEPS, 5.0)
     session.set_schedule(sigmas)
     model.call_gen_stack = Host(model, session)

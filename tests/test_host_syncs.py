@@ -1,7 +1,7 @@
 """Device-to-host reads per model call of a cached run on the native Cosmos3, counted on the CPU.
 
 Each host read of a device value waits for the GPU's queue. Through the plain-torch host
-(``scripts/seacache_host.py``) a call reads once for its sigma and prompt tokens (``cosmos3/model.py``) and once
+(``seacache_testing/seacache_host.py``) a call reads once for its sigma and prompt tokens (``cosmos3/model.py``) and once
 for the gate's decision (``seacache_core/gate.py``, the distances of all branches together); the first call has no
 distance to read, and the text pathway reads its prompt lengths once per run. CPU residual storage adds no read:
 its copies go to host buffers allocated once per run (``non_blocking`` on a GPU).
@@ -16,8 +16,8 @@ import torch
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
 from cosmos3.random_weights import random_model
-from host_transfers import HostReads
-from scripts.seacache_host import BRANCHES, SeaCachedCosmos3
+from seacache_testing.host_transfers import HostReads
+from seacache_testing.seacache_host import BRANCHES, SeaCachedCosmos3
 from seacache_core import SeaCacheConfig, SeaCacheSession
 
 CONFIG = Cosmos3Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -34,7 +34,7 @@ def cached_run(storage: str, order: int = 1):
     tokens[1, :7] = torch.randint(0, CONFIG.vocab_size, (7,))
     x = torch.randn(1, 48, 3, 8, 8)
     sigmas = reference_sigmas(STEPS, 5.0)
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, order=order, residual_device=storage))
+    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, order=order, residual_storage=storage))
     session.set_schedule(sigmas)
     model.call_gen_stack = SeaCachedCosmos3(model, session)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}

@@ -1,4 +1,4 @@
-"""The memory accounting (cosmos3.memory) against independent arithmetic and against real tensors."""
+"""The memory accounting (benchmarks/memory_plan.py) against independent arithmetic and against real tensors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, patchify, reference_sigmas
-from cosmos3.memory import (
+from benchmarks.memory_plan import (
     GENERATOR,
     GIB,
     SHARED,

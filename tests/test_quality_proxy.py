@@ -7,14 +7,11 @@ import sys
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "scripts"), os.path.join(ROOT, "benchmarks")]
-
-import bench_quality  # noqa: E402
-import proxy_natural as natural  # noqa: E402
-import train_proxy as proxy  # noqa: E402
-from cosmos3 import Cosmos3Transformer  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter_float32  # noqa: E402
+from benchmarks import bench_quality
+from benchmarks import proxy_natural as natural
+from benchmarks import train_proxy as proxy
+from cosmos3 import Cosmos3Transformer
+from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter_float32
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +25,7 @@ def test_proxy_loads_as_the_packs_cosmos3(model):
     card_path = os.path.join(proxy.PROXY_DIR, proxy.CARD_NAME)
     with open(card_path) as f:
         card = __import__("json").load(f)
-    assert card["valid"] and card["data_like"] and card["cfg"] == proxy.CFG and card["seed"] == 0 and card["command"].startswith("python scripts/train_proxy.py")
+    assert card["valid"] and card["data_like"] and card["cfg"] == proxy.CFG and card["seed"] == 0 and card["command"].startswith("python benchmarks/train_proxy.py")
     size = os.path.getsize(os.path.join(proxy.PROXY_DIR, proxy.WEIGHTS_NAME))
     assert size < 4 * 2**20  # small enough to commit
 
@@ -79,7 +76,7 @@ def test_natural_proxy_passes_its_validity_bar(natural_model):
     with open(os.path.join(proxy.NATURAL.folder, proxy.CARD_NAME)) as f:
         card = __import__("json").load(f)
     assert card["valid"] and card["data"] == "natural" and card["cfg"] == natural.CFG
-    report = natural.validity(natural_model, labels=list(range(0, len(natural.CLASSES), 2)))
+    report = proxy.natural_validity(natural_model, labels=list(range(0, len(natural.CLASSES), 2)))
     assert report["real_prompt_accuracy"] > 0.9 and report["noise_nn_ratio"] > 1.5  # the metrics see the content
     assert natural.is_valid(report), report
     assert natural.is_valid(report, "image_"), report

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_FOLDERS = "docs|scripts|benchmarks|tests|nodes|seacache_core|cosmos3|web|example_workflows|workflows|\\.ci"
+TOP_FOLDERS = "docs|scripts|benchmarks|tests|seacache_testing|nodes|seacache_core|cosmos3|web|example_workflows|workflows|\\.ci"
 CITED_PATH = re.compile(
     rf"(?<![\w./-])((?:{TOP_FOLDERS})/[\w./-]*[\w-]\.(?:md|py|js|mjs|json|png|svg|safetensors|txt|toml))\b"
 )

@@ -8,7 +8,7 @@ from seacache_core import SeaCacheConfig
 def test_defaults():
     c = SeaCacheConfig()
     assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.25, 1, 2, 1, 1)
-    assert c.power is None and c.residual_device == "compute"
+    assert c.power is None and c.residual_storage == "compute"
     assert c.gate == "sea"
     assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
 
@@ -28,7 +28,7 @@ def test_defaults():
         ("warmup_steps", -1),
         ("end_steps", -1),
         ("max_consecutive", -2),
-        ("residual_device", "gpu"),
+        ("residual_storage", "gpu"),
         ("gate", "none"),
     ],
 )
@@ -45,7 +45,7 @@ def test_validate_after_mutation():
 
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"max_consecutive": -1}, {"max_consecutive": 0},
-                                    {"power": 2.5}, {"residual_device": "cpu"}, {"order": 0}, {"order": 2},
+                                    {"power": 2.5}, {"residual_storage": "cpu"}, {"order": 0}, {"order": 2},
                                     {"gate": "sea"}, {"gate": "sea_same_sigma"}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

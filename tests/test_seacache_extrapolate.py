@@ -87,7 +87,7 @@ def test_history_drops_records_of_another_shape():
 
 
 def test_history_cpu_storage_and_predict_dtype():
-    history = ResidualHistory(1, storage="cpu")
+    history = ResidualHistory(1, residual_storage="cpu")
     history.append(0, torch.zeros(3, dtype=torch.bfloat16))
     history.append(1, torch.ones(3, dtype=torch.bfloat16))
     assert all(r.device.type == "cpu" and r.dtype == torch.bfloat16 for _, r in history.records)
@@ -99,7 +99,7 @@ def test_history_cpu_storage_and_predict_dtype():
 def test_cpu_storage_reuses_its_buffers_and_matches_compute_storage_bit_for_bit(order):
     gen = torch.Generator().manual_seed(order)
     residuals = [torch.randn(2, 5, 7, generator=gen).bfloat16() for _ in range(12)]
-    offloaded, kept = ResidualHistory(order, storage="cpu"), ResidualHistory(order)
+    offloaded, kept = ResidualHistory(order, residual_storage="cpu"), ResidualHistory(order)
     steps = [0, 1, 2, 2, 3, 5, 6, 7, 8, 9, 10, 11]  # a repeated step (replaced) and a gap
     for step, residual in zip(steps, residuals):
         offloaded.append(step, residual)
@@ -126,7 +126,7 @@ def test_history_predict_never_returns_a_stored_tensor():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
-    history = ResidualHistory(1, storage="cpu")
+    history = ResidualHistory(1, residual_storage="cpu")
     residuals = [torch.randn(2, 4096, 512, device="cuda", dtype=torch.bfloat16) for _ in range(6)]
     history.append(0, residuals[0])
     history.append(1, residuals[1])
@@ -148,7 +148,7 @@ def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_history_cpu_offload_from_cuda():
-    history = ResidualHistory(1, storage="cpu")
+    history = ResidualHistory(1, residual_storage="cpu")
     history.append(0, torch.zeros(3, device="cuda"))
     history.append(1, torch.ones(3, device="cuda"))
     assert all(r.device.type == "cpu" for _, r in history.records)

@@ -309,7 +309,7 @@ def test_latent_change_gives_infinite_distance():
 
 
 def test_cpu_residual_storage():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_device="cpu", order=2))
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_storage="cpu", order=2))
     lat, sig = _drifting(6), _sigmas(6)
     for step in range(4):
         _call(gate, ["c"], lat[step], sig[step], step, 6, torch.randn(1, 5, dtype=torch.bfloat16))
@@ -321,7 +321,7 @@ def test_cpu_residual_storage():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cpu_residual_storage_offloads_cuda():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_device="cpu"))
+    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_storage="cpu"))
     lat, sig = [x.cuda() for x in _drifting(6)], _sigmas(6)
     gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 6), torch.ones(1, 5, device="cuda"))
     assert gate.branch_state("c").history.records[0][1].device.type == "cpu"

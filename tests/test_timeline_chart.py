@@ -1,4 +1,4 @@
-"""The SeaCache Stats renderings (nodes/timeline_chart.py) on real run reports; no ComfyUI needed.
+"""The SeaCache Stats renderings (nodes/seacache/chart.py) on real run reports; no ComfyUI needed.
 
 Reports come from a real ``SeaCacheSession`` driven over a schedule with a fake stack, built by
 ``SeaCacheSession.report`` exactly as the ComfyUI runtime publishes them.
@@ -23,7 +23,7 @@ PLOT_TOP, PLOT_LEFT = 28, 40
 
 @pytest.fixture(scope="module")
 def chart(import_pack_module):
-    return import_pack_module("nodes.timeline_chart")
+    return import_pack_module("nodes.seacache.chart")
 
 
 def run_report(threshold: float, max_consecutive: int = -1, status: str = "completed") -> dict:

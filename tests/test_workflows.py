@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import workflow_runner as wr
+from seacache_testing import workflow_runner as wr
 
 T2V = "cosmos3_t2v_seacache.json"
 I2V = "cosmos3_i2v_seacache.json"
@@ -107,7 +107,7 @@ def test_structure_checker_finds_problems():
 def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
-    assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
+    assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache/apply.py"
     expected = APPLY_DEFAULTS[:-2] + ["cpu", APPLY_DEFAULTS[-1]] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
     assert apply["widgets_values"] == expected
 
@@ -331,8 +331,8 @@ STEPS, SIZE, FRAMES = 6, 64, 9
 @pytest.fixture(scope="module")
 def session(comfy, tmp_path_factory):
     """ComfyUI with the pack and the core nodes the workflows use, a tiny checkpoint and a test image."""
-    import comfyui_harness
-    from tiny_checkpoint import make_tiny_checkpoint
+    from seacache_testing import comfyui_harness
+    from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
     if "SeaCacheApply" not in comfy.nodes.NODE_CLASS_MAPPINGS:
         comfyui_harness.load_pack_with_comfyui_loader(comfy)
@@ -639,7 +639,7 @@ def stand_ins(model_name, scale):
     VAE decoding by a fixed map of three latent channels to RGB (every other node runs for real)."""
     import torch
 
-    import tiny_comfy_models
+    from seacache_testing import tiny_comfy_models
 
     spec = tiny_comfy_models.SPECS[model_name]
 

@@ -6,7 +6,7 @@
 
 export const PROGRESS_EVENT = "seacache.progress";
 export const EXTENSION_NAME = "SeaCache.UI";
-// Same colors as the Python chart (nodes/timeline_chart.py).
+// Same colors as the Python chart (nodes/seacache/chart.py).
 export const DECISION_COLORS = { computed: "#4287f5", reused: "#2ecc71", forced: "#8c8c96" };
 export const UNKNOWN_COLOR = "#e74c3c";
 // Bar heights show accumulated / threshold, capped at SCALE_MAX, so the threshold line sits at 1/SCALE_MAX.

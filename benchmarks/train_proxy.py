@@ -1,0 +1,510 @@
+"""Train a quality proxy: a small model of this pack's Cosmos3 architecture on latent videos of one data source.
+
+No trained Cosmos3 weights can run here, and random weights say nothing about quality, so SeaCache's effect on
+a video is measured on proxies instead: ``cosmos3.Cosmos3Transformer`` itself (text pathway, generator stack,
+``norm_moe_gen``, patching, mRoPE) at a tiny size, trained by flow matching on one of two deterministic data
+sources (``--data``): ``synthetic``, latent videos whose content the prompt decides (which object, its colour
+and its direction of motion) over smooth, slowly drifting backgrounds; ``natural``, camera pans and zooms over
+real photographs (``proxy_natural``). They are *not* Cosmos3-Nano: their numbers show how the cache options
+compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
+
+The script trains, checks that samples are data-like (each source's validity report and bar) and writes the
+weights (bf16 safetensors) with a JSON card of the seed, command and validity numbers:
+
+    python benchmarks/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
+    python benchmarks/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
+    # 11 min (idle) and 18 min (busy 2-core CPU); write benchmarks/proxy/ and benchmarks/proxy_natural/
+
+The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
+imported by ``benchmarks/bench_quality.py`` and the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from benchmarks import proxy_natural as natural  # noqa: E402
+from cosmos3 import Cosmos3Config, Cosmos3Transformer, reference_sigmas  # noqa: E402
+
+PROXY_DIR = os.path.join(ROOT, "benchmarks", "proxy")
+WEIGHTS_NAME = "proxy.safetensors"
+CARD_NAME = "proxy.json"
+
+# ----------------------------------------------------------------------------------------------- vocabulary
+WORDS = ["<pad>", "<bos>", "<eos>", "<null>", "a", "moving", "red", "blue", "ball", "square",
+         "left", "right", "up", "down"]
+TOKEN = {w: i for i, w in enumerate(WORDS)}
+COLOURS, SHAPES, DIRECTIONS = ("red", "blue"), ("ball", "square"), ("left", "right", "up", "down")
+CLASSES = [(c, s, d) for c in COLOURS for s in SHAPES for d in DIRECTIONS]  # 16 prompts
+PROMPT_LENGTH = 7
+FPS = 24.0
+CFG = 1.5  # guidance of the proxy's runs: at CFG 5 this small model oversaturates (sample std ~2x the data's)
+
+# Latent layout: [B, C, T, H, W]; the model patches 2x2, so 9 x 8 x 8 = 576 generator tokens.
+LATENT_SHAPE = (4, 9, 16, 16)
+CHANNEL_SIGNATURE = {  # per-channel amplitude of each colour (a "VAE latent" of the object)
+    "red": (1.6, -0.6, 0.9, 0.2),
+    "blue": (-0.5, 1.5, 0.3, -1.0),
+}
+DIRECTION_VECTOR = {"left": (0.0, -1.0), "right": (0.0, 1.0), "up": (-1.0, 0.0), "down": (1.0, 0.0)}
+SPEED = 0.9  # latent pixels per frame
+
+
+def proxy_config() -> Cosmos3Config:
+    """The proxy's architecture: Cosmos3 with hidden 48, 3 layers, 4 query / 2 key-value heads of 12."""
+    return Cosmos3Config(
+        hidden_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+        intermediate_size=144, vocab_size=len(WORDS), latent_channel=LATENT_SHAPE[0],
+        patch_latent_dim=LATENT_SHAPE[0] * 4, rope_theta=100.0, rope_axes_dim=(2, 2, 2),
+    )
+
+
+def prompt_tokens(label: int | None) -> list[int]:
+    """Token ids of class ``label``'s prompt ("a red ball moving left"), or of the empty prompt for None."""
+    if label is None:
+        return [TOKEN["<bos>"]] + [TOKEN["<null>"]] * (PROMPT_LENGTH - 2) + [TOKEN["<eos>"]]
+    colour, shape, direction = CLASSES[label]
+    words = ["<bos>", "a", colour, shape, "moving", direction, "<eos>"]
+    return [TOKEN[w] for w in words]
+
+
+# ----------------------------------------------------------------------------------------------- dataset
+def make_videos(labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Synthetic latent videos [B, C, T, H, W] for class ``labels``, drawn with ``generator`` (deterministic).
+
+    Each video: a smooth background (a few low-frequency waves per channel, drifting slowly in time) and one
+    object whose colour (channel signature), shape (soft disc or soft square, with a faint texture) and
+    direction of motion come from the prompt; start position, phase and background are random per video."""
+    c, t, h, w = LATENT_SHAPE
+    b = labels.shape[0]
+    yy = torch.arange(h, dtype=torch.float32).view(1, 1, h, 1)
+    xx = torch.arange(w, dtype=torch.float32).view(1, 1, 1, w)
+    tt = torch.arange(t, dtype=torch.float32).view(1, t, 1, 1)
+    # background: 3 waves per channel, spatial frequency <= 1.5 cycles per frame, slow drift
+    background = torch.zeros(b, c, t, h, w)
+    for _ in range(3):
+        fy, fx = (torch.rand(2, b, c, generator=generator) * 3.0 - 1.5) / h
+        phase = torch.rand(b, c, generator=generator) * 2 * math.pi
+        drift = (torch.rand(b, c, generator=generator) - 0.5) * 0.3
+        amp = 0.08 + 0.08 * torch.rand(b, c, generator=generator)
+        arg = 2 * math.pi * (fy[..., None, None, None] * yy.unsqueeze(0) + fx[..., None, None, None] * xx.unsqueeze(0))
+        background += amp[..., None, None, None] * torch.cos(arg + phase[..., None, None, None] + drift[..., None, None, None] * tt.unsqueeze(0))
+    background += 0.15 * torch.randn(b, c, 1, 1, 1, generator=generator)
+    # object
+    jitter = (torch.rand(b, 2, generator=generator) - 0.5) * 5.0
+    videos = background
+    for i, label in enumerate(labels.tolist()):
+        colour, shape, direction = CLASSES[label]
+        dy, dx = DIRECTION_VECTOR[direction]
+        cy = (h - 1) / 2 + jitter[i, 0] + dy * SPEED * (tt.view(t, 1, 1) - (t - 1) / 2)
+        cx = (w - 1) / 2 + jitter[i, 1] + dx * SPEED * (tt.view(t, 1, 1) - (t - 1) / 2)
+        ry, rx = yy.view(1, h, 1) - cy, xx.view(1, 1, w) - cx
+        if shape == "ball":
+            mask = torch.exp(-(ry**2 + rx**2) / (2 * 2.2**2))
+        else:
+            mask = torch.sigmoid((3.0 - ry.abs()) * 2.5) * torch.sigmoid((3.0 - rx.abs()) * 2.5)
+        texture = 1.0 + 0.25 * torch.cos(1.9 * ry) * torch.cos(1.9 * rx)
+        signature = torch.tensor(CHANNEL_SIGNATURE[colour]).view(c, 1, 1, 1)
+        videos[i] = videos[i] * (1 - 0.9 * mask) + signature * (mask * texture)
+    return 2.0 * videos  # overall std about 0.7, near the unit scale of real normalised latents
+
+
+def make_dataset(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` synthetic videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
+    return SYNTHETIC.dataset(count, seed)
+
+
+TRAIN_SEED, HELDOUT_SEED, REFERENCE_SEED, PROBE_SEED = 1000, 2000, 3000, 4000
+
+
+@dataclass(frozen=True)
+class ProxyData:
+    """One proxy's data source: what the trainer, the sampler and the benchmark need to know of it.
+
+    ``make_videos(labels, generator, frames)`` draws latent videos of class ``labels`` ([B] ints);
+    ``prompt_tokens(label, frames)`` gives a class's prompt (None: the empty prompt); ``image_every`` > 0 makes
+    every n-th training batch single-frame stills (the proxy then also serves as an image model)."""
+
+    name: str
+    folder: str
+    config: Callable[[], Cosmos3Config]
+    latent_shape: tuple[int, int, int, int]
+    classes: int
+    make_videos: Callable[..., torch.Tensor]
+    prompt_tokens: Callable[..., list[int]]
+    cfg: float
+    image_every: int = 0
+
+    def token_batch(self, labels, frames: int | None = None) -> torch.Tensor:
+        """[B, L] token ids for a list of labels (None = the empty prompt used for CFG)."""
+        frames = self.latent_shape[1] if frames is None else frames
+        return torch.tensor([self.prompt_tokens(label, frames) for label in labels], dtype=torch.long)
+
+    def videos(self, labels: torch.Tensor, generator: torch.Generator, frames: int | None = None) -> torch.Tensor:
+        """Latent videos [B, C, T, H, W] of class ``labels`` (``frames`` None: the source's own length)."""
+        frames = self.latent_shape[1] if frames is None else frames
+        return self.make_videos(labels, generator, frames)
+
+    def dataset(self, count: int, seed: int, frames: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
+        generator = torch.Generator().manual_seed(seed)
+        labels = torch.arange(count) % self.classes
+        labels = labels[torch.randperm(count, generator=generator)]
+        return self.videos(labels, generator, frames), labels
+
+
+def natural_config() -> Cosmos3Config:
+    """The natural proxy's architecture: Cosmos3 with hidden 64, 3 layers, 4 query / 2 key-value heads of 16."""
+    return Cosmos3Config(
+        hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=192, vocab_size=len(natural.WORDS), latent_channel=natural.CHANNELS,
+        patch_latent_dim=natural.CHANNELS * 4, rope_theta=100.0, rope_axes_dim=(2, 3, 3),
+    )
+
+
+SYNTHETIC = ProxyData(
+    "synthetic", PROXY_DIR, proxy_config, LATENT_SHAPE, len(CLASSES),
+    lambda labels, generator, frames: make_videos(labels, generator), lambda label, frames: prompt_tokens(label), CFG,
+)
+NATURAL = ProxyData(
+    "natural", os.path.join(ROOT, "benchmarks", "proxy_natural"), natural_config, natural.LATENT_SHAPE,
+    len(natural.CLASSES), natural.make_videos, natural.prompt_tokens, natural.CFG, image_every=4,
+)
+SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL)}
+
+
+# ----------------------------------------------------------------------------------------------- sampling
+def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32, data: ProxyData = SYNTHETIC) -> Cosmos3Transformer:
+    """The trained proxy of ``data`` from ``folder`` (bf16 weights on disk, run in ``dtype``, eval mode)."""
+    from safetensors.torch import load_file
+
+    path = os.path.join(folder, WEIGHTS_NAME)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"proxy weights not found at {path}; run benchmarks/train_proxy.py to make them")
+    model = Cosmos3Transformer(data.config())
+    state = {k: v.to(dtype) for k, v in load_file(path).items()}
+    model.load_state_dict(state, strict=True)
+    return model.to(dtype).eval()
+
+
+def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cfg: float | None = None,
+           first_frame: torch.Tensor | None = None, stack=None, data: ProxyData = SYNTHETIC,
+           frames: int | None = None) -> torch.Tensor:
+    """One video [1, C, T, H, W] of class ``label`` by the flow Euler sampler with CFG (cond and uncond in one
+    call; ``cfg`` None: the source's), from noise seeded by ``seed``. ``first_frame`` [1, C, 1, H, W] makes it
+    image-to-video (frame 0 kept clean); ``frames=1`` makes a still image. ``stack`` replaces the model's stack
+    seam for this run (a SeaCache host), None runs it plainly."""
+    c, t, h, w = data.latent_shape
+    t = t if frames is None else frames
+    cfg = data.cfg if cfg is None else cfg
+    noise = torch.randn(1, c, t, h, w, generator=torch.Generator().manual_seed(seed))
+    sigmas = reference_sigmas(steps, shift)
+    tokens = data.token_batch([label, None], t)
+    cond_latent = cond_mask = None
+    if first_frame is not None:
+        cond_latent = torch.zeros(1, c, t, h, w)
+        cond_latent[:, :, :1] = first_frame
+        cond_mask = torch.zeros(1, t)
+        cond_mask[:, 0] = 1
+    from cosmos3 import TEXT_KV_CACHE_KEY, TextKVCache
+
+    options = {TEXT_KV_CACHE_KEY: TextKVCache()}
+    if stack is not None:
+        model.call_gen_stack = stack
+    x = noise
+    try:
+        with torch.no_grad():
+            for i in range(steps):
+                v = model(x.expand(2, -1, -1, -1, -1), sigmas[i].expand(2), tokens, fps=FPS,
+                          cond_latent=cond_latent, cond_mask=cond_mask, transformer_options=options)
+                x = x + (sigmas[i + 1] - sigmas[i]) * (v[1:] + cfg * (v[:1] - v[1:]))
+    finally:
+        if stack is not None:
+            del model.call_gen_stack
+    if first_frame is not None:
+        x = x.clone()
+        x[:, :, :1] = first_frame
+    return x
+
+
+# ----------------------------------------------------------------------------------------------- validity
+def probe_features(videos: torch.Tensor) -> torch.Tensor:
+    """Features of the linear probe: the video minus a 7x7 spatial blur (removes the smooth background),
+    and its magnitude, each average-pooled 4x4 in space, flattened per item."""
+    frames = videos.flatten(0, 1).unsqueeze(1)
+    blur = F.avg_pool3d(F.pad(frames, (3, 3, 3, 3, 0, 0), mode="replicate"), (1, 7, 7), stride=1)
+    detail = (frames - blur).view_as(videos)
+    return torch.cat([F.avg_pool3d(detail, (1, 4, 4)).flatten(1), F.avg_pool3d(detail.abs(), (1, 4, 4)).flatten(1)], 1)
+
+
+def train_probe(videos: torch.Tensor, labels: torch.Tensor, epochs: int = 150) -> torch.nn.Linear:
+    """A linear (softmax) classifier of the class from probe features, fitted by full-batch L-BFGS."""
+    torch.manual_seed(PROBE_SEED)
+    feats = probe_features(videos)
+    probe = torch.nn.Linear(feats.shape[1], len(CLASSES))
+    opt = torch.optim.LBFGS(probe.parameters(), lr=0.5, max_iter=epochs, history_size=20)
+
+    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(probe(feats), labels) + 1e-3 * probe.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return probe
+
+
+def nearest_distance(videos: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """RMS distance from each video to its nearest neighbour in ``reference``. [N]"""
+    return natural.nearest(videos, reference)[0]
+
+
+def validity(model, labels: list[int] | None = None, steps: int = 35, shift: float = 3.0, cfg: float = CFG) -> dict:
+    """How data-like the proxy's samples are, against held-out data of the same generator.
+
+    ``nn_ratio``: median nearest-neighbour distance of generated videos to a held-out reference set, divided
+    by the same for real held-out videos (1 = as close as real data). Baselines: Gaussian noise of the data's
+    mean and std (``noise_nn_ratio``), and real videos against the reference videos of the *other* classes
+    only (``wrong_class_nn_ratio``: what a sample of the wrong content scores). ``probe_accuracy``: a linear
+    probe trained on real videos classifies the generated ones as their prompt's class (chance 1/16);
+    ``probe_real_accuracy`` on held-out real videos. ``labels``: the prompts sampled (default: every class
+    twice), one seed each.
+    """
+    labels = labels if labels is not None else [k for k in range(len(CLASSES)) for _ in range(2)]
+    reference, reference_y = make_dataset(1024, REFERENCE_SEED)
+    train_x, train_y = make_dataset(2048, TRAIN_SEED + 7)
+    real_x, real_y = make_dataset(len(labels), HELDOUT_SEED)
+    probe = train_probe(train_x, train_y)
+    generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg)
+                           for i, k in enumerate(labels)])
+    labels = torch.tensor(labels)
+    noise = reference.mean() + reference.std() * torch.randn(real_x.shape, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        real_nn = nearest_distance(real_x, reference).median()
+        wrong = torch.cat([nearest_distance(real_x[i : i + 1], reference[reference_y != real_y[i]])
+                           for i in range(len(real_y))])
+        acc_gen = (probe(probe_features(generated)).argmax(1) == labels).float().mean()
+        acc_real = (probe(probe_features(real_x)).argmax(1) == real_y).float().mean()
+    per_item = nearest_distance(generated, reference)
+    return {
+        "samples": len(labels),
+        "nn_ratio": float(per_item.median() / real_nn),
+        "noise_nn_ratio": float(nearest_distance(noise, reference).median() / real_nn),
+        "wrong_class_nn_ratio": float(wrong.median() / real_nn),
+        "real_nn": float(real_nn),
+        "probe_accuracy": float(acc_gen),
+        "probe_real_accuracy": float(acc_real),
+        "chance": 1.0 / len(CLASSES),
+    }
+
+
+VALID_PROBE_ACCURACY = 0.75
+
+
+def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = natural.CFG, labels: list[int] | None = None) -> dict:
+    """How data-like the natural proxy's samples are, against held-out photo videos (one sample per prompt).
+
+    ``nn_ratio``: median nearest-neighbour distance of generated videos to a reference set of 1024 real videos,
+    divided by the same for 32 held-out real videos (``noise_nn_ratio``: Gaussian noise of the data's mean and
+    std). ``slope`` / ``data_slope``: spectrum slope of generated and real videos. ``prompt_accuracy``: the
+    prompt is recognised when the nearest reference video shows the prompted photo and ``motion_of`` finds the
+    prompted motion (``real_prompt_accuracy`` on held-out real videos; chance 1/32), and ``photo_accuracy`` /
+    ``motion_accuracy`` each part alone (chance 1/8 and 1/4). The ``image_`` entries do
+    the same for single-frame stills (one per photo, photo only; chance 1/8). ``labels``: the video prompts
+    sampled (default: every class once)."""
+    def report(frames: int, labels: list[int]) -> dict:
+        reference, reference_y = NATURAL.dataset(1024, 3000, frames)
+        real, real_y = NATURAL.dataset(len(labels), 2000, frames)
+        generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=NATURAL, frames=frames)
+                               for i, k in enumerate(labels)])
+        labels = torch.tensor(labels)
+        noise = reference.mean() + reference.std() * torch.randn(real.shape, generator=torch.Generator().manual_seed(9))
+        photo = lambda y: y // len(natural.MOTIONS)  # noqa: E731
+        real_d, real_i = natural.nearest(real, reference)
+        gen_d, gen_i = natural.nearest(generated, reference)
+        real_ok, gen_ok = photo(reference_y[real_i]) == photo(real_y), photo(reference_y[gen_i]) == photo(labels)
+        photo_accuracy = float(gen_ok.float().mean())
+        if frames > 1:
+            real_ok &= natural.motion_of(real) == real_y % len(natural.MOTIONS)
+            motion_ok = natural.motion_of(generated) == labels % len(natural.MOTIONS)
+            gen_ok &= motion_ok
+        return {
+            "samples": len(labels),
+            "nn_ratio": float(gen_d.median() / real_d.median()),
+            "noise_nn_ratio": float(natural.nearest(noise, reference)[0].median() / real_d.median()),
+            "slope": natural.spectrum_slope(generated),
+            "data_slope": natural.spectrum_slope(reference),
+            "prompt_accuracy": float(gen_ok.float().mean()),
+            "photo_accuracy": photo_accuracy,
+            **({"motion_accuracy": float(motion_ok.float().mean())} if frames > 1 else {}),
+            "real_prompt_accuracy": float(real_ok.float().mean()),
+            "sample_std": float(generated.std()),
+            "data_std": float(reference.std()),
+        }
+
+    video = report(natural.FRAMES, list(range(len(natural.CLASSES))) if labels is None else labels)
+    image = report(1, [p * len(natural.MOTIONS) for p in range(len(natural.PHOTOS))])
+    return {**video, "chance": 1 / len(natural.CLASSES), "shift": shift, "cfg": cfg, "steps": steps,
+            **{f"image_{k}": v for k, v in image.items()}, "image_chance": 1 / len(natural.PHOTOS)}
+
+
+def is_data_like(report: dict) -> bool:
+    """Generated videos sit at most half-way from real data (nearest-neighbour ratio 1) to the noise baseline."""
+    return report["nn_ratio"] <= 1.0 + 0.5 * (report["noise_nn_ratio"] - 1.0)
+
+
+def is_valid(report: dict) -> bool:
+    """The full validity bar: data-like, and the prompt's class recognised in at least 75 % of the samples."""
+    return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
+
+
+VALIDITY = {"synthetic": validity, "natural": natural_validity}
+VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid}
+
+
+# ----------------------------------------------------------------------------------------------- training
+def train_sigmas(batch: int, generator: torch.Generator) -> torch.Tensor:
+    """Training noise levels: half uniform, half shifted by 3 towards high noise (as the samplers use)."""
+    u = torch.rand(batch, generator=generator)
+    shifted = 3 * u / (1 + 2 * u)
+    return torch.where(torch.arange(batch) % 2 == 0, u, shifted).clamp(1e-3, 1 - 1e-3)
+
+
+def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None = None, log_every: int = 50,
+          data: ProxyData = SYNTHETIC, checkpoint: Callable[[Cosmos3Transformer, int], None] | None = None,
+          checkpoint_every: int = 200):
+    """Flow-matching training (velocity target noise - data) over a schedule of ``steps`` steps, with 10 %
+    empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there); fresh videos of
+    ``data`` every step (every ``data.image_every``-th batch single-frame stills), deterministic from ``seed``.
+    Stops early after ``stop_after`` steps, or at the step where SIGUSR1 arrives (then ``--stop-after`` with
+    the printed count reproduces the run). ``checkpoint(ema_model, step)`` is called every ``checkpoint_every``
+    steps. Returns the EMA weights' model and the number of steps run."""
+    stop = {"now": False}
+    signal.signal(signal.SIGUSR1, lambda *_: stop.update(now=True))
+    torch.manual_seed(seed)
+    model = Cosmos3Transformer(data.config())
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.99))
+    generator = torch.Generator().manual_seed(TRAIN_SEED + seed)
+    start, step, ema_loss = time.time(), 0, None
+    ema = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    channels, _, height, width = data.latent_shape
+
+    def ema_model():
+        copy = Cosmos3Transformer(data.config())
+        copy.load_state_dict(ema)
+        return copy.eval()
+
+    while step < min(steps, stop_after or steps) and not stop["now"]:
+        progress = step / steps
+        for group in opt.param_groups:  # warm-up, then cosine decay over the steps
+            group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        frames = 1 if data.image_every and step % data.image_every == data.image_every - 1 else data.latent_shape[1]
+        labels = torch.randint(0, data.classes, (batch,), generator=generator)
+        x0 = data.videos(labels, generator, frames)
+        eps = torch.randn(x0.shape, generator=generator)
+        sigma = train_sigmas(batch, generator)
+        xt = (1 - sigma.view(-1, 1, 1, 1, 1)) * x0 + sigma.view(-1, 1, 1, 1, 1) * eps
+        drop = torch.rand(batch, generator=generator) < 0.1
+        tokens = data.token_batch([None if d else int(k) for d, k in zip(drop.tolist(), labels.tolist())], frames)
+        i2v = (torch.rand(batch, generator=generator) < 0.3) & (frames > 1)
+        cond_mask = torch.zeros(batch, frames)
+        cond_mask[:, 0] = i2v.float()
+        v = model(xt, sigma, tokens, fps=FPS, cond_latent=x0, cond_mask=cond_mask)
+        weight = 1.0 - cond_mask[:, None, :, None, None]
+        loss = (((v - (eps - x0)) ** 2) * weight).sum() / (weight.sum() * channels * height * width)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        with torch.no_grad():
+            decay = min(0.995, (1 + step) / (10 + step))
+            for k, p in model.state_dict().items():
+                ema[k].mul_(decay).add_(p.detach(), alpha=1 - decay)
+        loss = loss.item()
+        ema_loss = loss if ema_loss is None else 0.98 * ema_loss + 0.02 * loss
+        step += 1
+        if step % log_every == 0:
+            print(f"step {step:5d}  {time.time() - start:6.0f} s  loss {ema_loss:.4f}  lr {opt.param_groups[0]['lr']:.2e}", flush=True)
+        if checkpoint is not None and step % checkpoint_every == 0:
+            checkpoint(ema_model(), step)
+    return ema_model(), step
+
+
+def save_proxy(model, folder: str, card: dict) -> None:
+    """Write the weights (bf16 safetensors) and the JSON card (seed, command, validity) to ``folder``."""
+    from safetensors.torch import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    save_file(state, os.path.join(folder, WEIGHTS_NAME))
+    with open(os.path.join(folder, CARD_NAME), "w") as f:
+        json.dump(card, f, indent=2)
+        f.write("\n")
+
+
+def write_card(model, data: ProxyData, folder: str, steps: int, args) -> dict:
+    """Check the validity of ``model`` as stored (bf16 round trip) and write its weights and card to ``folder``."""
+    save_proxy(model, folder, {})
+    report = VALIDITY[data.name](load_proxy(folder, data=data))
+    print("validity:", json.dumps(report))
+    check = VALID_BAR[data.name]
+    card = {
+        "what": f"SeaCache quality proxy: cosmos3.Cosmos3Transformer trained on {data.name} latent videos (not Cosmos3-Nano)",
+        "data": data.name,
+        "config": {k: v for k, v in data.config().to_dict().items()},
+        "latent_shape": data.latent_shape,
+        "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
+        "command": f"python benchmarks/train_proxy.py --data {data.name} --steps {args.steps} --stop-after {steps} "
+                   f"--batch {args.batch} --lr {args.lr} --seed {args.seed} --threads {args.threads}",
+        "cfg": data.cfg, "validity": report, "valid": check(report),
+    }
+    if data.name == "synthetic":
+        card["data_like"] = is_data_like(report)
+    save_proxy(model, folder, card)
+    print("valid" if card["valid"] else "NOT valid", f"({steps} steps) -> {folder}")
+    return card
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", choices=sorted(SOURCES), default="synthetic", help="the proxy's data source")
+    parser.add_argument("--out", default=None, help="folder for proxy.safetensors and proxy.json (default: the source's)")
+    parser.add_argument("--steps", type=int, default=600, help="training steps (the learning-rate schedule spans them)")
+    parser.add_argument("--stop-after", type=int, default=None, help="stop after this many steps of the schedule")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--checkpoint-every", type=int, default=200, help="save the EMA weights every n steps")
+    parser.add_argument("--validate-only", type=int, default=None, metavar="STEPS",
+                        help="no training: check the weights in --out (trained for STEPS steps) and rewrite the card")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    data = SOURCES[args.data]
+    folder = args.out or data.folder
+    if args.validate_only is not None:
+        write_card(load_proxy(folder, data=data), data, folder, args.validate_only, args)
+        return
+    checkpoint = lambda model, step: save_proxy(model, folder, {"checkpoint_step": step})  # noqa: E731
+    model, steps = train(args.steps, args.batch, args.lr, args.seed, args.stop_after, data=data,
+                         checkpoint=checkpoint, checkpoint_every=args.checkpoint_every)
+    write_card(model, data, folder, steps, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""SeaCache Apply: patch a MODEL clone so each step's expensive stack may be skipped (the seam per model
+family lives in :mod:`.seams`)."""
+
+from __future__ import annotations
+
+import inspect
+
+import comfy.patcher_extension
+from comfy_api.latest import io
+
+from ...seacache_core import SeaCacheConfig, validate_window
+from .composition import refuse_other_caches
+from .runtime import (
+    SETTINGS_OPTION,
+    SeaCacheSettings,
+    count_history_in_memory_estimate,
+    gate_model_call,
+    outer_sample_wrapper,
+)
+from .seams import WRAPPER_KEY, remove_seacache, select_seam
+from .sampling import flow_scale_and_sigma
+
+POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
+GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
+# Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
+EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__).parameters else {}
+
+
+def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
+    """A clone of ``model`` with SeaCache's wrappers (replacing an earlier application); ``model`` is untouched.
+    Bad models and other step caches fail here, before sampling; the seam is chosen again at run start for the
+    final MODEL. ``auto_order`` takes the seam's residual order instead of the one in ``settings``."""
+    patched = model.clone()
+    remove_seacache(patched)
+    refuse_other_caches(patched, patched.model_options)
+    seam = select_seam(patched, patched.model_options)
+    seam.detach(patched)
+    if auto_order:
+        settings.config.order = seam.auto_order
+    flow_scale_and_sigma(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
+    patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
+    for wrapper_type, wrapper in (
+        (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),
+        (comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING, count_history_in_memory_estimate),
+        (comfy.patcher_extension.WrappersMP.APPLY_MODEL, gate_model_call),
+    ):
+        patched.add_wrapper_with_key(wrapper_type, WRAPPER_KEY, wrapper)
+    seam.attach(patched)
+    return patched
+
+
+class SeaCacheApply(io.ComfyNode):
+    """Spectral-evolution-aware step cache for Cosmos3 and ComfyUI's video/image diffusion models (training-free,
+    no calibration)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeaCacheApply",
+            display_name="SeaCache Apply",
+            category="SeaCache",
+            description="Skip the model's transformer stack on steps where the SEA-filtered latent barely changed; "
+            "the skipped output is extrapolated from earlier steps. Works on this pack's Cosmos3, the community "
+            "ComfyUI-Cosmos3 MODEL, Wan 2.x, HunyuanVideo, LTX-Video, Flux, Qwen-Image (all blocks skipped) and, "
+            "through the whole diffusion-model call, any other flow-matching or epsilon/v-prediction MODEL.",
+            inputs=[
+                io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
+                io.Float.Input("threshold", default=0.13, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; 0.25 with gate sea."),
+                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of a skipped step: 0 repeat, 1 linear, 2 quadratic; auto = 2 on Cosmos3, 1 elsewhere.", **EXPERT),
+                io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
+                io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
+                io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
+                io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse may begin (ComfyUI's convention: 0 = start of sampling).", **EXPERT),
+                io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
+                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
+                io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
+            ],
+            outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate):
+        validate_window(start_percent, end_percent)
+        config = SeaCacheConfig(
+            threshold=threshold,
+            order=1 if residual_order == "auto" else int(residual_order),
+            max_consecutive=max_consecutive,
+            warmup_steps=warmup_steps,
+            end_steps=end_steps,
+            power=POWER_CHOICES[filter_exponent],
+            residual_storage="cpu" if residual_storage == "cpu" else "compute",
+            gate=GATE_CHOICES[gate],
+        )
+        unique_id = cls.hidden.unique_id if cls.hidden is not None else None
+        settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))
+        return io.NodeOutput(apply_seacache(model, settings, auto_order=residual_order == "auto"))

@@ -1,0 +1,73 @@
+"""The seam contract: what every seam provides to the SeaCache runtime (:mod:`..runtime`), where the skippable
+stack begins and ends inside the model and how to run it, and what of a gated call a seam may touch
+(:class:`SeamCall`). Deciding, predicting and committing are the core's (``seacache_core.GatedCall``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+WRAPPER_KEY = "seacache"
+"""Key under which SeaCache registers its wrappers on a MODEL clone (``add_wrapper_with_key``)."""
+
+
+def no_binding(base_model, call):
+    """For seams the call's ``transformer_options`` reach: nothing to bind."""
+    return nullcontext()
+
+
+def latent_numel(diffusion_model, input_shape) -> int:
+    """Elements of one item of the sampler's latent (a residual taken on the whole model output)."""
+    return math.prod(input_shape[1:])
+
+
+def no_run_patches(model_options: dict) -> None:
+    """For seams whose hooks were all registered at Apply time: nothing to add at run start."""
+
+
+def no_attach(patched) -> None:
+    """For seams that need nothing on the MODEL clone itself (nor anything to remove from it)."""
+
+
+class SeamCall(Protocol):
+    """All a seam may touch of a gated call: enter the stack with its input (the output to use instead of running
+    it on a reused call, else None), leave it with the computed output, and read whether the call reuses and how
+    many channels the sampler's latent has; run any other SeaCache step inside the model through ``guarded`` (a
+    failure there falls back to the whole computation). A seam keeps any scratch state of its own (see ``block_stack``)."""
+
+    latent_channels: int
+    reusing: bool | None
+
+    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None: ...
+
+    def leave(self, stack_out: torch.Tensor) -> None: ...
+
+    def guarded(self, step, *args): ...
+
+
+@dataclass(frozen=True)
+class Seam:
+    """Where SeaCache takes the residual of a model.
+
+    ``name`` is shown by the Stats node. ``attach(patched)`` adds, at Apply time, what must live on the MODEL clone
+    itself (object patches, inert outside a gated call). ``enter_run(model_options)`` registers the seam's run-time hooks in the
+    run's private model options, at run start when every patch of the final MODEL is known (block-stack seams wrap
+    the block patches other nodes added). ``bind(base_model, call)`` is a context manager that hands the call (a
+    :class:`SeamCall`) to seams the call's ``transformer_options`` do not reach. ``detach(patched)`` removes what
+    ``attach`` added (an earlier SeaCache Apply on the same clone). ``residual_numel(diffusion_model, input_shape)`` is the
+    element count of one item's residual, for the memory estimate. ``auto_order`` is the residual order SeaCache
+    Apply's "auto" picks: 2 where it was measured better (the Cosmos3 architecture, README Quality), vLLM-Omni's 1
+    elsewhere."""
+
+    name: str
+    residual_numel: Callable[[object, tuple], int] = latent_numel
+    enter_run: Callable[[dict], None] = no_run_patches
+    bind: Callable = no_binding
+    attach: Callable[[object], None] = no_attach
+    detach: Callable[[object], None] = no_attach
+    auto_order: int = 1

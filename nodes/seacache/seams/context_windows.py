@@ -1,0 +1,192 @@
+"""Context windows whose windows move from step to step (core ``ContextWindowsManual`` / ``WanContextWindowsManual``
+with a uniform or looped schedule, the default): a long video evaluated window by window, each step's windows
+different from the last step's.
+
+The gate decides once per step and branch, on the full latent; the residual history lives in the full latent's
+frames. Each window's model call enters and leaves the model's own seam (block stack, generator stack...) through a
+:class:`WindowView` that maps the window's rows to branches and its latent frames to the full latent's frames, as
+the handler sliced them: the window's ``index_list``, after the causal anchor frame where ComfyUI adds one, with the
+handler's retained latent frames in their own places. On a reused step every window's stack adds
+the extrapolated residual of its frames and no block runs; on a computed step the windows' residuals are averaged
+per frame into the step's residual. Static schedules (the same windows every step) need none of this: each window is
+a branch of its own (``SeaCacheRun.branch_keys``).
+
+The run's context handler is replaced, in the run's private model options, by :class:`GatedContextHandler`, which
+delegates everything to it and gates ``execute``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from ....seacache_core import GatedCall
+from ..call import CALL_OPTION, RUN_OPTION, branch_key
+from .base import Seam
+
+HANDLER = "context_handler"
+STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedules whose windows never move
+
+
+def _branch_key(index: int, item: int) -> str:
+    """Branch of one conditioning list of ``calc_cond_batch`` (0 cond, 1 uncond, further lists by index)."""
+    return branch_key(("cond0", "uncond0")[index] if index < 2 else f"cond{index}", item)
+
+
+def _frames_of(window, handler, x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
+    """Index in ``full`` [B, C, T, H, W] of each latent frame of the window's input ``x``, as the handler sliced it
+    (``window.get_tensor``): the causal anchor frame first where ComfyUI adds one, then ``window.index_list``, with
+    the handler's retained latent frames put back in their own places. None when the window is no temporal slice
+    of ``full`` (other windowed dimension, other frame count: guide frames, another modality)."""
+    index_list = getattr(window, "index_list", None)
+    if index_list is None or getattr(handler, "dim", None) != 2 or x.ndim != 5 or x.shape[1] != full.shape[1] \
+            or x.shape[3:] != full.shape[3:]:
+        return None
+    anchor = getattr(window, "causal_anchor_index", None)
+    frames = ([anchor] if anchor is not None and anchor >= 0 else []) + [int(i) for i in index_list]
+    for position in getattr(handler, "latent_retain_index_list", None) or ():
+        if 0 <= position < len(frames):
+            frames[position] = position
+    if len(frames) != x.shape[2] or not all(0 <= f < full.shape[2] for f in frames):
+        return None
+    return frames
+
+
+def _per_frame(t: torch.Tensor, frames: int) -> torch.Tensor:
+    """[n, frames, features] view of a stack tensor: tokens [n, frames * tokens_per_frame, D] (frame-major, as
+    every token seam patchifies) or a latent [n, C, frames, H, W]."""
+    if t.ndim == 5:
+        return t.movedim(2, 1).reshape(t.shape[0], frames, -1)
+    return t.reshape(t.shape[0], frames, -1)
+
+
+def _like(per_frame: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`_per_frame` into ``like``'s shape."""
+    if like.ndim == 5:
+        n, c, t, h, w = like.shape
+        return per_frame.reshape(n, t, c, h, w).movedim(1, 2)
+    return per_frame.reshape(like.shape)
+
+
+class WindowedStep:
+    """One step's gated call spread over its context windows."""
+
+    def __init__(self, call: GatedCall, handler, full: torch.Tensor, active: list[int]):
+        self.call, self.handler, self.full, self.active = call, handler, full, active
+        self.reusing: bool | None = None  # decided at the first window's stack entry
+        self.predicted: torch.Tensor | None = None  # [items, frames, features] on a reused step
+        self.total: torch.Tensor | None = None  # sum of the windows' residuals per item and frame
+        self.count: torch.Tensor | None = None
+        self.missed = False
+
+    def view(self, transformer_options: dict, x: torch.Tensor) -> WindowView | None:
+        """The view one window's model call enters and leaves, None when its rows or frames cannot be mapped (the
+        call then runs plain and the step is not committed)."""
+        frames = _frames_of(transformer_options.get("context_window"), self.handler, x, self.full)
+        chunks = transformer_options.get("cond_or_uncond") or [0]
+        per_chunk = x.shape[0] // len(chunks)
+        if frames is None or any(c not in self.active for c in chunks) or per_chunk * len(chunks) != x.shape[0]:
+            self.missed = True
+            return None
+        batch = self.full.shape[0]
+        rows = [self.active.index(c) * batch + item % batch for c in chunks for item in range(per_chunk)]
+        return WindowView(self, rows, frames, x.shape[1])
+
+    def start(self, stack_in: torch.Tensor, frames: int) -> bool:
+        """Whether this step reuses, decided once: the extrapolated residual of every item and frame when the gate
+        allows and the history fits."""
+        if self.reusing is None:
+            self.reusing = False
+            features = _per_frame(stack_in[:1], frames).shape[2]
+            items, full_frames = len(self.active) * self.full.shape[0], self.full.shape[2]
+            if self.call.decision.reuse:
+                predicted = self.call.predict(stack_in.new_empty((items, full_frames * features)))
+                if predicted is not None:
+                    self.reusing = True
+                    self.predicted = predicted.reshape(items, full_frames, features)
+            if not self.reusing:
+                self.total = stack_in.new_zeros((items, full_frames, features))
+                self.count = stack_in.new_zeros((items, full_frames, 1))
+        return self.reusing
+
+    def add(self, rows: list[int], frames: list[int], residual: torch.Tensor) -> None:
+        """Accumulate one window's residual [rows, frames, features] into the step's frames."""
+        index = (torch.tensor(rows, device=residual.device)[:, None], torch.tensor(frames, device=residual.device)[None, :])
+        self.total.index_put_(index, residual.to(self.total.dtype), accumulate=True)
+        self.count.index_put_(index, torch.ones_like(residual[..., :1], dtype=self.count.dtype), accumulate=True)
+
+    def finish(self) -> None:
+        """After every window: commit the step's residual (each frame's windows averaged) on a computed step whose
+        windows all passed the seam and covered every frame."""
+        if self.reusing or self.total is None or self.missed or bool((self.count == 0).any()):
+            return
+        self.call.commit((self.total / self.count).reshape(self.total.shape[0], -1))
+
+
+class WindowView:
+    """What one window's model call sees as its gated call (the seam contract, :class:`.base.SeamCall`)."""
+
+    def __init__(self, step: WindowedStep, rows: list[int], frames: list[int], latent_channels: int):
+        self.step, self.rows, self.frames, self.latent_channels = step, rows, frames, latent_channels
+        self.reusing: bool | None = None
+        self.row = 0
+        self.inputs: list[tuple[list[int], torch.Tensor]] = []
+
+    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
+        """The window's stack output on a reused step (its frames of the extrapolated residual), else None."""
+        self.reusing = self.step.start(stack_in, len(self.frames))
+        rows = self.rows[self.row : self.row + stack_in.shape[0]]
+        self.row += stack_in.shape[0]
+        if not self.reusing:
+            self.inputs.append((rows, stack_in))
+            return None
+        residual = self.step.predicted[rows][:, self.frames]
+        return stack_in + _like(residual, stack_in).to(stack_in.dtype)
+
+    def leave(self, stack_out: torch.Tensor) -> None:
+        """Add the window's computed residual to the step."""
+        rows, stack_in = self.inputs.pop(0)
+        self.step.add(rows, self.frames, _per_frame(stack_out - stack_in, len(self.frames)))
+
+
+class GatedContextHandler:
+    """A context handler whose windowed evaluation of a step is one gated call."""
+
+    def __init__(self, handler):
+        object.__setattr__(self, "handler", handler)
+
+    def __getattr__(self, name):
+        return getattr(self.handler, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.handler, name, value)
+
+    def execute(self, calc_cond_batch, model, conds, x_in, timestep, model_options):
+        """Every window evaluated as usual, their stacks gated as one call per step."""
+        options = model_options.get("transformer_options", {})
+        run = options.get(RUN_OPTION)
+        if run is None or CALL_OPTION in options or run.is_guidance_call(options):
+            return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
+        active = [i for i, cond in enumerate(conds) if cond is not None]
+        keys = [_branch_key(i, item) for i in active for item in range(x_in.shape[0])]
+        call = run.start_call(options, model, torch.cat([x_in] * len(active)), timestep, keys)
+        step = WindowedStep(call, self.handler, x_in, active)
+        inner = {**model_options, "transformer_options": {**options, CALL_OPTION: step}}
+        outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
+        step.finish()
+        run.end_call(call)
+        return outs
+
+
+def around(seam: Seam, model_options: dict) -> Seam:
+    """``seam`` gated per step of moving context windows when the run samples with such windows, else ``seam``."""
+    handler = model_options.get(HANDLER)
+    if handler is None or getattr(getattr(handler, "context_schedule", None), "name", None) in STATIC_SCHEDULES:
+        return seam
+
+    def enter_run(run_options: dict) -> None:
+        seam.enter_run(run_options)
+        run_options[HANDLER] = GatedContextHandler(run_options[HANDLER])
+
+    return replace(seam, name=f"{seam.name}, per step of moving context windows", enter_run=enter_run)
