@@ -73,7 +73,7 @@ class SeaCacheApply(io.ComfyNode):
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
                 io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
-                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate (used by prompts saved before this input existed).", **EXPERT),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
