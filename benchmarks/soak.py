@@ -311,13 +311,14 @@ def summarize(args, samples, outcomes, wrong_reports, checked, version) -> dict:
     rss_growth = (median([s[1] for s in last]) - median([s[1] for s in first])) / 2**20
     # Live tensors depend on what the server last ran (its cached outputs): compare after completed prompts of one
     # kind, first half against second half; the worst kind counts.
-    margins = [(0, 0, 50.0, "none")]  # (growth - bound, growth, bound, kind)
+    margins = []  # (growth - bound, growth, bound, kind)
     for group in sorted({s[3] for s in after if s[3]}):
         before, later = [s[2] for s in first if s[3] == group], [s[2] for s in last if s[3] == group]
         if before and later:
             growth, bound = median(later) - median(before), max(args.tensor_bound_fraction * median(before), 50.0)
             margins.append((growth - bound, growth, bound, group))
-    _, tensor_growth, tensor_bound, worst = max(margins)
+            print(f"live tensors after {group} prompts: median {median(before)} then {median(later)}")
+    _, tensor_growth, tensor_bound, worst = max(margins) if margins else (0, 0, 50.0, "no kind in both halves")
     print(f"after warm-up ({warm} prompts): median RSS of the second half minus the first {rss_growth:+.1f} MiB "
           f"(bound {args.rss_bound_mib} MiB); live tensors after completed prompts of one kind, worst ({worst}) "
           f"{tensor_growth:+d} (bound {tensor_bound:.0f})")
