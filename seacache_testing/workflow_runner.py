@@ -12,8 +12,9 @@ With a ComfyUI session (``comfyui_harness.comfy_session``):
   ``image_upload`` combos, appended after the required inputs); widgets a node gained after the workflow was
   saved (fewer values than widgets) take their defaults, as the frontend gives them; linked inputs become ``[from_id, from_slot]``;
   virtual nodes (Note, MarkdownNote) are left out. ``validate_api_prompt`` runs ComfyUI's own
-  ``execution.validate_prompt`` on it (combo options, ranges, types, required inputs). ``run_ui_workflow``
-  executes the nodes in topological order with ``ns.run_node`` and returns every node's outputs and ui.
+  ``execution.validate_prompt`` on it (combo options, ranges, types, required inputs). ``run_api_prompt`` executes
+  an API prompt's nodes in topological order with ``ns.run_node``, each in ComfyUI's executing-node context, and
+  returns every node's outputs and ui; ``run_ui_workflow`` converts a UI workflow and runs it so.
 """
 
 from __future__ import annotations
@@ -388,22 +389,42 @@ def _nested_dynamic_inputs(cls, prompt_inputs: dict, kwargs: dict) -> dict:
 
 
 def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate: bool = True, stand_ins: dict | None = None) -> SimpleNamespace:
-    """Convert and execute ``workflow`` node by node. Returns ``SimpleNamespace(prompt, order, outputs, ui,
-    inputs)``; ``outputs``/``ui``/``inputs`` are keyed by node id (int).
+    """Convert and execute ``workflow`` node by node (see :func:`run_api_prompt`)."""
+    return run_api_prompt(ns, to_api_prompt(ns, workflow, overrides), validate, stand_ins, workflow)
+
+
+def override_api_prompt(prompt: dict, overrides: dict) -> dict:
+    """A copy of an API prompt with ``overrides`` (``(class type or node id, input name)`` -> value) replacing the
+    values of inputs it has (inputs it lacks stay absent, as in the saved prompt)."""
+    prompt = json.loads(json.dumps(prompt))
+    for nid, entry in prompt.items():
+        for name in entry["inputs"]:
+            for key in ((int(nid), name), (entry["class_type"], name)):
+                if key in overrides:
+                    entry["inputs"][name] = overrides[key]
+                    break
+    return prompt
+
+
+def run_api_prompt(ns, prompt: dict, validate: bool = True, stand_ins: dict | None = None, workflow: dict | None = None) -> SimpleNamespace:
+    """Execute an API prompt node by node in topological order. Returns ``SimpleNamespace(prompt, order, outputs,
+    ui, inputs)``; ``outputs``/``ui``/``inputs`` are keyed by node id (int).
 
     ``stand_ins`` maps a node type to ``f(**inputs) -> outputs tuple`` run instead of that node (e.g. loaders
-    replaced by tiny random-weight models, text encoders by random embeddings); every other node runs for real."""
+    replaced by tiny random-weight models, text encoders by random embeddings); every other node runs for real.
+    ``workflow`` (the UI graph, if any) is what the nodes see as the workflow in their extra PNG info."""
     stand_ins = stand_ins or {}
     from comfy_api.internal import _ComfyNodeInternal
+    from comfy_execution.utils import CurrentNodeContext
 
-    prompt = to_api_prompt(ns, workflow, overrides)
     if validate:
         problems = validate_api_prompt(prompt)
         if problems:
-            raise ValueError("ComfyUI rejects the converted prompt:\n" + "\n".join(problems))
+            raise ValueError("ComfyUI rejects the prompt:\n" + "\n".join(problems))
+    order = api_prompt_order(prompt)
     outputs, uis, resolved = {}, {}, {}
-    for key, entry in prompt.items():
-        nid = int(key)
+    for key in order:
+        entry, nid = prompt[key], int(key)
         kwargs = {name: (outputs[int(v[0])][v[1]] if isinstance(v, list) else v) for name, v in entry["inputs"].items()}
         if entry["class_type"] in stand_ins:
             outputs[nid], uis[nid], resolved[nid] = tuple(stand_ins[entry["class_type"]](**kwargs)), None, kwargs
@@ -411,11 +432,30 @@ def run_ui_workflow(ns, workflow: dict, overrides: dict | None = None, validate:
         cls = ns.node(entry["class_type"])
         hidden = None
         if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):
-            hidden = _hidden_values(ns, key, prompt, workflow)
+            hidden = _hidden_values(ns, key, prompt, workflow or {})
             kwargs = _nested_dynamic_inputs(cls, entry["inputs"], kwargs)
         else:  # V1: hidden inputs are keyword arguments named in INPUT_TYPES()["hidden"]
-            values = {"UNIQUE_ID": key, "PROMPT": prompt, "EXTRA_PNGINFO": {"workflow": workflow}}
+            values = {"UNIQUE_ID": key, "PROMPT": prompt, "EXTRA_PNGINFO": {"workflow": workflow or {}}}
             kwargs.update({n: values[v] for n, v in (cls.INPUT_TYPES().get("hidden") or {}).items() if v in values})
-        result = ns.run_node(entry["class_type"], hidden=hidden, **kwargs)
+        with CurrentNodeContext("workflow-test", key):  # as ComfyUI's executor runs each node
+            result = ns.run_node(entry["class_type"], hidden=hidden, **kwargs)
         outputs[nid], uis[nid], resolved[nid] = result.outputs, result.ui, kwargs
-    return SimpleNamespace(prompt=prompt, order=[int(k) for k in prompt], outputs=outputs, ui=uis, inputs=resolved)
+    return SimpleNamespace(prompt=prompt, order=[int(k) for k in order], outputs=outputs, ui=uis, inputs=resolved)
+
+
+def api_prompt_order(prompt: dict) -> list[str]:
+    """Node ids of an API prompt so that every node comes after the nodes feeding it (ties by numeric id)."""
+    order, done = [], set()
+
+    def visit(key):
+        if key in done:
+            return
+        done.add(key)
+        for value in prompt[key]["inputs"].values():
+            if isinstance(value, list) and len(value) == 2 and str(value[0]) in prompt:
+                visit(str(value[0]))
+        order.append(key)
+
+    for key in sorted(prompt, key=int):
+        visit(key)
+    return order

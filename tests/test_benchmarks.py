@@ -118,3 +118,12 @@ def test_composition_table_prints_every_case(comfyui_path):
     out = bench("composition_table.py", comfyui=True)
     assert "| case (tiny Wan 2.1, CFG 5) | steps | threshold 0 bit-identical | error vs graph without SeaCache |" in out
     assert "SkipLayerGuidanceDiT after SeaCache Apply" in out and "WanContextWindowsManual" in out
+
+
+def test_soak_short_on_a_real_server(comfyui_path):
+    """12 prompts through ComfyUI's main.py on a loopback port: every prompt succeeds, is interrupted or cancelled,
+    memory stays within the script's bound, and each Stats node shows its own sampler's run (re-queued prompts with
+    one sampler cached included)."""
+    out = run([sys.executable, "benchmarks/soak.py", "--soak", "12", "--warmup", "4", "--max-seconds", "900"], comfyui=True, timeout=1200)
+    assert "soak PASSED" in out and " 0 wrong []" in out
+    assert "retune" in out  # the cached-sampler case was queued

@@ -402,7 +402,8 @@ def test_converted_prompt(session, name):
     prompt = wr.to_api_prompt(session, workflow, overrides())
     assert {entry["class_type"] for entry in prompt.values()} == {n["type"] for n in workflow["nodes"]} - {"MarkdownNote"}
     by_type = {entry["class_type"]: entry["inputs"] for entry in prompt.values()}
-    apply_defaults = {name: spec[1]["default"] for name, spec in session.node("SeaCacheApply").INPUT_TYPES()["required"].items() if name != "model"}
+    types = session.node("SeaCacheApply").INPUT_TYPES()
+    apply_defaults = {name: spec[1]["default"] for section in ("required", "optional") for name, spec in types[section].items() if name != "model"}
     assert {k: v for k, v in by_type["SeaCacheApply"].items() if k != "model"} == apply_defaults
     assert by_type["RandomNoise"] == {"noise_seed": only(workflow, "RandomNoise")["widgets_values"][0]}
     assert by_type["SamplerCustomAdvanced"]["latent_image"][1] == (0 if name == T2V else 2)
@@ -662,19 +663,25 @@ def stand_ins(model_name, scale):
     }
 
 
+ANY_OVERRIDES = {("KSampler", "steps"): ANY_STEPS, ("BasicScheduler", "steps"): ANY_STEPS,
+                 ("Wan22ImageToVideoLatent", "width"): 64, ("Wan22ImageToVideoLatent", "height"): 64,
+                 ("Wan22ImageToVideoLatent", "length"): 9, ("EmptySD3LatentImage", "width"): 64,
+                 ("EmptySD3LatentImage", "height"): 64, ("SaveVideo", "filename_prefix"): "video/seacache_anymodel_test",
+                 ("SaveImage", "filename_prefix"): "seacache_anymodel_test"}
+
+
+def anymodel_stand_ins(name):
+    """The tiny core model and stand-ins of an any-model workflow (Wan 2.2 5B or Flux)."""
+    return stand_ins(*(("wan22_ti2v_5b", 16) if name == WAN else ("flux", 8)))
+
+
 @pytest.mark.parametrize("name", ANYMODEL)
 def test_anymodel_workflow_runs(anymodel_session, name):
     import torch
 
     workflow = load(name)
-    overrides = {("KSampler", "steps"): ANY_STEPS, ("BasicScheduler", "steps"): ANY_STEPS,
-                 ("Wan22ImageToVideoLatent", "width"): 64, ("Wan22ImageToVideoLatent", "height"): 64,
-                 ("Wan22ImageToVideoLatent", "length"): 9, ("EmptySD3LatentImage", "width"): 64,
-                 ("EmptySD3LatentImage", "height"): 64, ("SaveVideo", "filename_prefix"): "video/seacache_anymodel_test",
-                 ("SaveImage", "filename_prefix"): "seacache_anymodel_test"}
-    model_name, scale = ("wan22_ti2v_5b", 16) if name == WAN else ("flux", 8)
     assert wr.validate_api_prompt(wr.to_api_prompt(anymodel_session, workflow)) == []  # shipped values
-    result = wr.run_ui_workflow(anymodel_session, workflow, overrides, stand_ins=stand_ins(model_name, scale))
+    result = wr.run_ui_workflow(anymodel_session, workflow, ANY_OVERRIDES, stand_ins=anymodel_stand_ins(name))
     stats = only(workflow, "SeaCacheStats")
     report = result.ui[stats["id"]]["seacache"][0]
     assert report["status"] == "completed" and report["steps"] == ANY_STEPS and report["calls"] == ANY_STEPS
@@ -714,6 +721,32 @@ class StandInAudioVAE:
         return torch.stack([wave, -wave], dim=-1)  # [B, samples, channels]: the node moves channels to dim 1
 
 
+LTX2_OVERRIDES = {("EmptyLTXVLatentVideo", "width"): 128, ("EmptyLTXVLatentVideo", "height"): 128,
+                  ("EmptyLTXVLatentVideo", "length"): 9, ("LTXVEmptyLatentAudio", "frames_number"): 9,
+                  ("LTXVScheduler", "steps"): ANY_STEPS, ("SaveVideo", "filename_prefix"): "video/seacache_ltx2_test"}
+
+
+def ltx2_stand_ins():
+    """A tiny random LTX-2 (ComfyUI's LTXAVModel) for the checkpoint, the stand-in audio VAE, no text encoder."""
+    ins = stand_ins("ltxav", 32)
+    ins.update({"CheckpointLoaderSimple": lambda **_: (ins["UNETLoader"]()[0], None, None),
+                "LTXAVTextEncoderLoader": lambda **_: (None,), "LTXVAudioVAELoader": lambda **_: (StandInAudioVAE(),)})
+    return ins
+
+
+def tiny_run(name):
+    """``(overrides, stand_ins)`` that run shipped workflow ``name`` on this module's tiny checkpoints and models."""
+    if name in FAMILY:
+        return family_overrides(name), None
+    if name == SOUND_T2V:
+        return overrides({("SeaCacheCosmos3Loader", "checkpoint"): SOUND_NAME}), None
+    if name in ANYMODEL:
+        return ANY_OVERRIDES, anymodel_stand_ins(name)
+    if name == LTX2:
+        return LTX2_OVERRIDES, ltx2_stand_ins()
+    return overrides(), None
+
+
 def test_ltx2_workflow_recipe_and_wiring():
     """LTX-2 with SeaCache: ComfyUI's LTX-2 nodes, one frame rate and frame count across the video latent, the audio
     latent, the conditioning and the saved video; the sampled AV latent split for the two decoders."""
@@ -748,14 +781,8 @@ def test_ltx2_workflow_runs_and_saves_video_with_audio(anymodel_session):
         pytest.skip("this ComfyUI has no LTX-2 audio-video nodes")
     av = pytest.importorskip("av")
     workflow = load(LTX2)
-    ins = stand_ins("ltxav", 32)
-    ins.update({"CheckpointLoaderSimple": lambda **_: (ins["UNETLoader"]()[0], None, None),
-                "LTXAVTextEncoderLoader": lambda **_: (None,), "LTXVAudioVAELoader": lambda **_: (StandInAudioVAE(),)})
-    sizes = {("EmptyLTXVLatentVideo", "width"): 128, ("EmptyLTXVLatentVideo", "height"): 128,
-             ("EmptyLTXVLatentVideo", "length"): 9, ("LTXVEmptyLatentAudio", "frames_number"): 9,
-             ("LTXVScheduler", "steps"): ANY_STEPS, ("SaveVideo", "filename_prefix"): "video/seacache_ltx2_test"}
     assert wr.validate_api_prompt(wr.to_api_prompt(anymodel_session, workflow)) == []  # shipped values
-    result = wr.run_ui_workflow(anymodel_session, workflow, sizes, stand_ins=ins)
+    result = wr.run_ui_workflow(anymodel_session, workflow, LTX2_OVERRIDES, stand_ins=ltx2_stand_ins())
     report = result.ui[only(workflow, "SeaCacheStats")["id"]]["seacache"][0]
     print(f"LTX-2 workflow: reused {report['reused']} of {report['calls']} calls, seam {report['seam']}")
     assert report["status"] == "completed" and report["calls"] == ANY_STEPS and report["reused"] > 0

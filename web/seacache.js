@@ -2,7 +2,7 @@
 // Pure helpers (exported, no DOM) + ComfyUI glue that only runs in a browser.
 //  - SeaCache Apply: a live line "SeaCache: reused k / n calls · step i/N" from the server's
 //    "seacache.progress" event ({node, reused, calls, step (0-based or null), steps}).
-//  - SeaCache Stats: the last run's timeline (ui.seacache[0]) as bars, one per gated call.
+//  - SeaCache Stats: the timeline of the run it follows (ui.seacache[0]) as bars, one per gated call.
 
 export const PROGRESS_EVENT = "seacache.progress";
 export const EXTENSION_NAME = "SeaCache.UI";

@@ -74,14 +74,14 @@ class SeaCacheApply(io.ComfyNode):
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
                 io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
-                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
-    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate):
+    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate="sea"):
         validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
@@ -91,7 +91,7 @@ class SeaCacheApply(io.ComfyNode):
             end_steps=end_steps,
             power=POWER_CHOICES[filter_exponent],
             residual_storage="cpu" if residual_storage == "cpu" else "compute",
-            gate=GATE_CHOICES[gate],
+            gate=GATE_CHOICES[gate],  # absent from prompts saved before the input existed: their gate, sea
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))

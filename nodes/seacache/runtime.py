@@ -41,6 +41,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import comfy.model_management
+from comfy_execution.utils import get_executing_context
 
 from ...seacache_core import GatedCall, SeaCacheConfig, SeaCacheSession
 from ..run_scope import run_scoped_option
@@ -62,16 +63,27 @@ ESTIMATE_LOCK = threading.RLock()
 
 @dataclass
 class SeaCacheSettings:
-    """What SeaCache Apply configured, plus the slot where each finished run leaves its report.
+    """What SeaCache Apply configured, plus where each finished run leaves its report: ``runs`` by the ComfyUI
+    node that sampled (so each Stats node reads the run whose latent it receives, however many samplers share
+    this MODEL), and ``last_run`` (the latest of any, for callers outside ComfyUI's executor).
 
-    Shared (not copied) when ComfyUI deep-copies model options for a clone, so the Stats node reads the last
-    run of this application whichever clone sampled it."""
+    Shared (not copied) when ComfyUI deep-copies model options for a clone, so the Stats node finds the runs of
+    this application whichever clone sampled them."""
 
     config: SeaCacheConfig
     start_percent: float = 0.0
     end_percent: float = 1.0
     node_id: str | None = None
     last_run: dict | None = field(default=None, compare=False)
+    runs: dict = field(default_factory=dict, compare=False)
+
+    def publish(self, report: dict) -> None:
+        """Keep a finished run's report as the latest and, inside ComfyUI's executor, as the sampling node's."""
+        self.last_run = report
+        context = get_executing_context()
+        if context is not None:
+            self.runs.pop(context.node_id, None)  # newest last
+            self.runs[context.node_id] = report
 
     def __deepcopy__(self, memo):
         return self
@@ -270,7 +282,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
         status = "completed"
         return out
     finally:
-        settings.last_run = run.report(status)
+        settings.publish(run.report(status))
         session.release()
         log_run(type(guider.model_patcher.model).__name__, settings.last_run)
 

@@ -1,5 +1,6 @@
-"""SeaCache Stats: the last run's timeline as text and as a chart IMAGE (for a preview or save node). On the node
-itself the chart is drawn once, by the frontend extension (web/seacache.js) from the report in the node's UI data."""
+"""SeaCache Stats: the timeline of the run whose latent it receives, as text and as a chart IMAGE (for a preview or
+save node). On the node itself the chart is drawn once, by the frontend extension (web/seacache.js) from the report
+in the node's UI data."""
 
 from __future__ import annotations
 
@@ -12,16 +13,32 @@ from .runtime import SETTINGS_OPTION
 from .chart import render_timeline, summary_text
 
 
-def last_report(model) -> dict | None:
-    """The report the last sampling run with this SeaCache-patched model left (None before any run)."""
+def followed_report(model, prompt: dict | None = None, stats_id: str | None = None) -> dict | None:
+    """The report of the sampling run whose latent reaches this Stats node: the nearest node upstream of its
+    ``samples`` input (in ComfyUI's prompt) that sampled with this SeaCache-patched model. Two samplers fed by
+    one SeaCache Apply thus report to their own Stats nodes. Without a prompt (called outside ComfyUI's
+    executor) or with no such run upstream: the latest run of the model (None before any run)."""
     settings = model.model_options.get("transformer_options", {}).get(SETTINGS_OPTION)
     if settings is None:
         raise ValueError("SeaCache Stats needs the MODEL output of SeaCache Apply (the one the sampler used).")
+    runs = dict(settings.runs)
+    if prompt and runs and stats_id in prompt:
+        queue, seen = [prompt[stats_id]["inputs"].get("samples")], set()
+        while queue:
+            link = queue.pop(0)
+            if not (isinstance(link, list) and len(link) == 2) or str(link[0]) in seen:
+                continue
+            node = str(link[0])
+            seen.add(node)
+            expanded = [key for key in runs if key.startswith(node + ".")]  # a node expanded into a subgraph
+            if node in runs or expanded:
+                return runs[node] if node in runs else runs[expanded[-1]]
+            queue += list(prompt.get(node, {}).get("inputs", {}).values())
     return settings.last_run
 
 
 class SeaCacheStats(io.ComfyNode):
-    """Shows which steps SeaCache computed, reused or forced in the last run."""
+    """Shows which steps SeaCache computed, reused or forced in the run that produced its latent."""
 
     @classmethod
     def define_schema(cls):
@@ -29,7 +46,7 @@ class SeaCacheStats(io.ComfyNode):
             node_id="SeaCacheStats",
             display_name="SeaCache Stats",
             category="SeaCache",
-            description="Place after the sampler: passes the latent through and reports the last SeaCache run.",
+            description="Place after the sampler: passes the latent through and reports the SeaCache run that produced it.",
             inputs=[
                 io.Latent.Input("samples", tooltip="The sampler's output latent (passed through; it orders this node after sampling)."),
                 io.Model.Input("model", tooltip="The MODEL output of SeaCache Apply that the sampler used."),
@@ -39,12 +56,15 @@ class SeaCacheStats(io.ComfyNode):
                 io.String.Output(display_name="summary"),
                 io.Image.Output(display_name="timeline"),
             ],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
             is_output_node=True,
         )
 
     @classmethod
     def execute(cls, samples, model):
-        report = last_report(model)
+        hidden = cls.hidden
+        prompt, unique_id = (hidden.prompt, hidden.unique_id) if hidden is not None else (None, None)
+        report = followed_report(model, prompt, None if unique_id is None else str(unique_id))
         chart = render_timeline(report)
         image = torch.from_numpy(np.asarray(chart, dtype=np.float32) / 255.0)[None]
         return io.NodeOutput(samples, summary_text(report), image, ui={"seacache": [report or {}]})

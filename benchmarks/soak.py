@@ -1,0 +1,353 @@
+"""Soak SeaCache on a real ComfyUI server: ``main.py --cpu`` on 127.0.0.1, this pack linked into a temp
+custom_nodes, N prompts queued over HTTP that mix tiny Cosmos3, tiny Cosmos3 with sound (ComfyUI with NestedTensor
+latents) and a tiny core model (Wan 2.1 / Flux) with two samplers fed by one SeaCache Apply, SeaCache settings,
+samplers, batch sizes, sizes, interrupts (/interrupt) and cancels (deleted from the queue).
+
+After every prompt it samples the server's RSS and its count of live torch tensors through a probe route that a
+soak-only custom node folder (written into the temp dir, not part of the pack) adds. It prints the curve and checks:
+every prompt ends in success, interrupted or cancelled; after warm-up the RSS and tensor count stay flat within
+the stated bounds; each SeaCache Stats node shows the report of the sampler it follows (its step count).
+
+  python benchmarks/soak.py --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
+  python benchmarks/soak.py --soak 12                               (the integration suite's short version)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+PACK_ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, str(PACK_ROOT))
+FIXTURES = PACK_ROOT / "tests" / "fixtures" / "api_1_0_0" / "api"
+PROBE = '''"""Soak-only probe (written by benchmarks/soak.py): the server's RSS and live tensors; tiny core models."""
+import gc, os, sys
+import torch
+from aiohttp import web
+import server
+sys.path.insert(0, {root!r})  # the server process: the pack's test fixtures importable as seacache_testing
+from seacache_testing import tiny_comfy_models
+
+
+@server.PromptServer.instance.routes.get("/seacache_soak/probe")
+async def probe(request):
+    gc.collect()
+    tensors = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+    with open(f"/proc/{{os.getpid()}}/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return web.json_response({{"rss": rss, "tensors": tensors}})
+
+
+class SoakTinyModel:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {{"required": {{"name": (["wan21_t2v", "flux"],), "seed": ("INT", {{"default": 0}})}}}}
+    RETURN_TYPES = ("MODEL", "CONDITIONING", "CONDITIONING")
+    FUNCTION = "build"
+    CATEGORY = "soak"
+
+    def build(self, name, seed):
+        spec = tiny_comfy_models.SPECS[name]
+        return (tiny_comfy_models.build(name), tiny_comfy_models.conditioning(spec, seed), tiny_comfy_models.conditioning(spec, seed + 1))
+
+
+NODE_CLASS_MAPPINGS = {{"SoakTinyModel": SoakTinyModel}}
+'''
+SAMPLERS = ["euler", "uni_pc_bh2", "dpmpp_2m", "heun"]
+GATES = ["sea same-sigma", "sea"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """ComfyUI's main.py --cpu on a loopback port with a temp base directory (custom_nodes, models, io)."""
+
+    def __init__(self, comfyui: Path, python: str, base: Path):
+        self.port, self.base = free_port(), base
+        self.log = open(base / "server.log", "w")
+        self.proc = subprocess.Popen(
+            [python, str(comfyui / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+             "--base-directory", str(base), "--disable-auto-launch", "--preview-method", "none"],
+            cwd=str(comfyui), stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    def call(self, path: str, data=None, timeout=60):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method="GET" if data is None else "POST",
+                                     data=None if data is None else json.dumps(data).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def wait_ready(self, timeout: float):
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ComfyUI exited ({self.proc.returncode}); see {self.base / 'server.log'}")
+            try:
+                return self.call("/seacache_soak/probe")
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(1)
+        raise TimeoutError("ComfyUI did not come up")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def prepare(base: Path):
+    """Temp layout: custom_nodes/ (the pack as a symlink, the probe), models/diffusion_models (tiny Cosmos3)."""
+    from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
+
+    nodes = base / "custom_nodes"
+    nodes.mkdir(parents=True)
+    (nodes / "ComfyUI-SeaCache").symlink_to(PACK_ROOT, target_is_directory=True)
+    (nodes / "seacache_soak_probe").mkdir()
+    (nodes / "seacache_soak_probe" / "__init__.py").write_text(PROBE.format(root=str(PACK_ROOT)))
+    models = base / "models" / "diffusion_models"
+    models.mkdir(parents=True)
+    make_tiny_checkpoint(str(models / "tiny-cosmos3"))
+    make_tiny_checkpoint(str(models / "tiny-cosmos3-sound"), "tiny-sound")
+
+
+def fixture_prompt(comfy_version: str, name: str) -> dict:
+    folder = FIXTURES / ("0.33.0" if tuple(map(int, comfy_version.split("."))) >= (0, 33, 0) else "0.3.64")
+    return json.loads((folder / name).read_text())
+
+
+def set_inputs(prompt: dict, class_type: str, **values):
+    for entry in prompt.values():
+        if entry["class_type"] == class_type:
+            entry["inputs"].update({k: v for k, v in values.items() if k in entry["inputs"]})
+
+
+def seacache_settings(rng) -> dict:
+    gate = rng.choice(GATES)
+    return {"threshold": rng.choice([0.0, 0.13, 0.3]) if gate != "sea" else 0.25, "gate": gate,
+            "max_consecutive": rng.choice([1, 2, -1]), "residual_storage": rng.choice(["compute device", "cpu"])}
+
+
+def cosmos3_prompt(rng, version: str, sound: bool):
+    """The 1.0.0 T2V (with sound) example at a tiny size; expected steps per Stats node id."""
+    prompt = fixture_prompt(version, "cosmos3_t2v_sound_seacache.json" if sound else "cosmos3_t2v_seacache.json")
+    steps, size = rng.randint(3, 6), rng.choice([32, 64])
+    set_inputs(prompt, "SeaCacheCosmos3Loader", checkpoint="tiny-cosmos3-sound" if sound else "tiny-cosmos3", weight_dtype="default")
+    for node in ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3EmptyAVLatent"):
+        set_inputs(prompt, node, width=size, height=size, length=rng.choice([5, 9]),
+                   batch_size=rng.choice([1, 2]))
+    set_inputs(prompt, "SeaCacheCosmos3Scheduler", steps=steps)
+    set_inputs(prompt, "KSamplerSelect", sampler_name=rng.choice(SAMPLERS))
+    set_inputs(prompt, "RandomNoise", noise_seed=rng.randint(0, 2**31))
+    set_inputs(prompt, "SeaCacheApply", **seacache_settings(rng))
+    set_inputs(prompt, "SaveVideo", filename_prefix="video/soak")
+    stats = [k for k, e in prompt.items() if e["class_type"] == "SeaCacheStats"]
+    return prompt, {k: steps for k in stats}
+
+
+def core_prompt(rng):
+    """A tiny core model with two KSamplers (different steps) fed by one SeaCache Apply, a Stats node after each;
+    expected steps per Stats node id."""
+    name = rng.choice(["wan21_t2v", "flux"])
+    batch, size = rng.choice([1, 2]), rng.choice([64, 128])
+    latent = ({"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": size, "height": size, "length": 5, "batch_size": batch}}
+              if name == "wan21_t2v" else {"class_type": "EmptySD3LatentImage", "inputs": {"width": size, "height": size, "batch_size": batch}})
+    steps = rng.sample(range(3, 9), 2)
+    prompt = {"1": {"class_type": "SoakTinyModel", "inputs": {"name": name, "seed": rng.randint(0, 100)}},
+              "2": {"class_type": "SeaCacheApply", "inputs": {"model": ["1", 0], **{
+                  "threshold": 0.13, "residual_order": "auto", "max_consecutive": 2, "warmup_steps": 1, "end_steps": 1,
+                  "start_percent": 0.0, "end_percent": 1.0, "filter_exponent": "auto", "residual_storage": "compute device"},
+                  **seacache_settings(rng)}},
+              "3": latent}
+    expected = {}
+    for i, n in enumerate(steps):
+        sampler, stats = str(10 + 10 * i), str(19 + 10 * i)
+        prompt[sampler] = {"class_type": "KSampler", "inputs": {
+            "model": ["2", 0], "seed": rng.randint(0, 2**31), "steps": n, "cfg": rng.choice([1.0, 3.0]),
+            "sampler_name": rng.choice(SAMPLERS), "scheduler": rng.choice(["simple", "normal"]), "positive": ["1", 1],
+            "negative": ["1", 2], "latent_image": ["3", 0], "denoise": 1.0}}
+        samples = [sampler, 0]
+        for j in range(1 + 2 * i):  # latent nodes between sampler and Stats: one for the first, three for the second
+            node = str(11 + 10 * i + j)
+            prompt[node] = {"class_type": "LatentMultiply", "inputs": {"samples": samples, "multiplier": 1.0}}
+            samples = [node, 0]
+        prompt[stats] = {"class_type": "SeaCacheStats", "inputs": {"samples": samples, "model": ["2", 0]}}
+        expected[stats] = n
+    return prompt, expected
+
+
+def retuned(prompt: dict, expected: dict, rng):
+    """The core prompt again with the first sampler's steps and the latent node after the second sampler changed:
+    ComfyUI reruns the first sampler and both Stats nodes but takes the second sampler from its cache, and (as it
+    hurries nodes at most two links before an output) runs the first sampler before the second Stats node, which
+    must still show its cached sampler's run, not the only run of this prompt."""
+    prompt = json.loads(json.dumps(prompt))
+    steps = rng.choice([n for n in range(3, 9) if n != expected["19"]])
+    prompt["10"]["inputs"]["steps"] = steps
+    prompt["21"]["inputs"]["multiplier"] = round(rng.uniform(0.9, 0.99), 3)
+    return prompt, {**expected, "19": steps}
+
+
+def wait_done(srv: Server, prompt_id: str, timeout: float):
+    end = time.time() + timeout
+    while time.time() < end:
+        history = srv.call(f"/history/{prompt_id}")
+        if prompt_id in history:
+            return history[prompt_id]
+        queue = srv.call("/queue")
+        if not any(item[1] == prompt_id for item in queue["queue_running"] + queue["queue_pending"]):
+            time.sleep(0.3)
+            history = srv.call(f"/history/{prompt_id}")
+            return history.get(prompt_id)  # None: deleted from the queue before it ran
+        time.sleep(0.2)
+    raise TimeoutError(f"prompt {prompt_id} did not finish in {timeout}s")
+
+
+def outcome(entry) -> str:
+    if entry is None:
+        return "cancelled"
+    status = entry.get("status", {})
+    events = [m[0] for m in status.get("messages", [])]
+    if "execution_interrupted" in events:
+        return "interrupted"
+    return "success" if status.get("status_str") == "success" and status.get("completed") else "error"
+
+
+def run(args) -> dict:
+    comfyui = Path(args.comfyui).resolve()
+    version = (comfyui / "comfyui_version.py").read_text().split('"')[1]
+    sound = (comfyui / "comfy" / "nested_tensor.py").is_file()
+    rng = random.Random(args.seed)
+    base = Path(tempfile.mkdtemp(prefix="seacache_soak_"))
+    started = time.time()
+    srv = None
+    try:
+        prepare(base)
+        srv = Server(comfyui, args.python, base)
+        srv.wait_ready(args.startup_timeout)
+        kinds = ["cosmos3", "core"] + (["sound"] if sound else [])
+        samples, outcomes, wrong_reports, checked, previous = [], {}, [], 0, None
+        for i in range(args.soak):
+            if time.time() - started > args.max_seconds:
+                print(f"time bound {args.max_seconds}s reached after {i} prompts")
+                break
+            if previous and previous[0] == "core" and previous[3] == "success" and rng.random() < 0.5:
+                kind, (prompt, expected) = "retune", retuned(previous[1], previous[2], rng)
+            else:
+                kind = kinds[i % len(kinds)]
+                prompt, expected = core_prompt(rng) if kind == "core" else cosmos3_prompt(rng, version, kind == "sound")
+            action = rng.choices(["run", "interrupt", "cancel"], [0.8, 0.1, 0.1])[0] if i >= 2 and kind != "retune" else "run"
+            if action == "cancel":  # queue a blocker, then the prompt, and delete the prompt while it waits
+                blocker, blocker_expected = core_prompt(rng)
+                blocker_id = srv.call("/prompt", {"prompt": blocker, "client_id": "soak"})["prompt_id"]
+            prompt_id = srv.call("/prompt", {"prompt": prompt, "client_id": "soak"})["prompt_id"]
+            if action == "cancel":
+                srv.call("/queue", {"delete": [prompt_id]})
+                wait_done(srv, blocker_id, args.prompt_timeout)
+            if action == "interrupt":
+                time.sleep(rng.uniform(0.2, 1.5))
+                srv.call("/interrupt", {})
+            entry = wait_done(srv, prompt_id, args.prompt_timeout)
+            result = outcome(entry)
+            previous = (kind, prompt, expected, result)
+            outcomes[result] = outcomes.get(result, 0) + 1
+            if result == "success":
+                for stats, steps in expected.items():
+                    report = entry["outputs"][stats]["seacache"][0]
+                    checked += 1
+                    if report.get("steps") != steps or report.get("status") != "completed":
+                        wrong_reports.append((i, stats, steps, report.get("steps")))
+            elif result == "error":
+                messages = [m for m in entry["status"]["messages"] if m[0] == "execution_error"]
+                print(f"prompt {i} ({kind}) failed: {json.dumps(messages)[:2000]}")
+            probe = srv.call("/seacache_soak/probe")
+            group = ("core" if kind == "retune" else kind) if result == "success" and action != "cancel" else None
+            samples.append((i + 1, probe["rss"], probe["tensors"], group))  # group: what the server last finished
+            print(f"prompt {i + 1:4d} {kind:8s} {action:9s} {result:11s} rss {probe['rss'] / 2**20:8.1f} MiB  "
+                  f"tensors {probe['tensors']:6d}  t {time.time() - started:6.0f}s", flush=True)
+        return summarize(args, samples, outcomes, wrong_reports, checked, version)
+    finally:
+        if srv is not None:
+            srv.stop()
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def summarize(args, samples, outcomes, wrong_reports, checked, version) -> dict:
+    """Print the curve and the checks; returns them (``ok`` says whether every check held)."""
+    print(f"\nComfyUI {version}: {len(samples)} prompts, outcomes {outcomes}; {checked} Stats reports checked, "
+          f"{len(wrong_reports)} wrong {wrong_reports[:5]}")
+    marks = sorted({m for m in (10, 20, 50, 100, 150, 200, len(samples)) if m <= len(samples)})
+    print("prompt  RSS MiB  live tensors")
+    for n, rss, tensors, _ in samples:
+        if n in marks:
+            print(f"{n:6d} {rss / 2**20:8.1f} {tensors:13d}")
+    warm = min(args.warmup, max(len(samples) - 2, 0))
+    after = samples[warm:]
+    half = max(len(after) // 2, 1)
+    first, last = after[:half], after[half:] or after[-1:]
+    rss_growth = (median([s[1] for s in last]) - median([s[1] for s in first])) / 2**20
+    # Live tensors depend on what the server last ran (its cached outputs): compare after completed prompts of one
+    # kind, first half against second half; the worst kind counts.
+    margins = []  # (growth - bound, growth, bound, kind)
+    for group in sorted({s[3] for s in after if s[3]}):
+        before, later = [s[2] for s in first if s[3] == group], [s[2] for s in last if s[3] == group]
+        if before and later:
+            growth, bound = median(later) - median(before), max(args.tensor_bound_fraction * median(before), 50.0)
+            margins.append((growth - bound, growth, bound, group))
+            print(f"live tensors after {group} prompts: median {median(before)} then {median(later)}")
+    _, tensor_growth, tensor_bound, worst = max(margins) if margins else (0, 0, 50.0, "no kind in both halves")
+    print(f"after warm-up ({warm} prompts): median RSS of the second half minus the first {rss_growth:+.1f} MiB "
+          f"(bound {args.rss_bound_mib} MiB); live tensors after completed prompts of one kind, worst ({worst}) "
+          f"{tensor_growth:+d} (bound {tensor_bound:.0f})")
+    ok = (set(outcomes) <= {"success", "interrupted", "cancelled"} and not wrong_reports
+          and rss_growth <= args.rss_bound_mib and tensor_growth <= tensor_bound and outcomes.get("success", 0) > 0)
+    print("soak", "PASSED" if ok else "FAILED")
+    return dict(ok=ok, outcomes=outcomes, wrong_reports=wrong_reports, checked=checked, samples=samples,
+                rss_growth_mib=rss_growth, tensor_growth=tensor_growth)
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--soak", type=int, default=200, help="prompts to queue")
+    p.add_argument("--comfyui", default=os.environ.get("COMFYUI_PATH"), help="ComfyUI checkout (default $COMFYUI_PATH)")
+    p.add_argument("--python", default=sys.executable, help="python with ComfyUI's requirements (default: this one)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=20, help="prompts before the flatness window")
+    p.add_argument("--rss-bound-mib", type=float, default=150.0, help="allowed RSS growth after warm-up")
+    p.add_argument("--tensor-bound-fraction", type=float, default=0.1, help="allowed live-tensor growth after warm-up")
+    p.add_argument("--max-seconds", type=float, default=3600.0, help="stop queueing after this long")
+    p.add_argument("--prompt-timeout", type=float, default=300.0)
+    p.add_argument("--startup-timeout", type=float, default=180.0)
+    p.add_argument("--keep", action="store_true", help="keep the temp base directory (server.log)")
+    return p
+
+
+if __name__ == "__main__":
+    arguments = parser().parse_args()
+    if not arguments.comfyui:
+        sys.exit("give --comfyui or set COMFYUI_PATH")
+    sys.exit(0 if run(arguments)["ok"] else 1)
