@@ -136,7 +136,7 @@ def test_failure_inside_the_model_falls_back_to_whole_calls(comfy, community, mo
 
             @functools.wraps(enter)
             def failing(self, stack_in, enter=enter):
-                if self.decision.reuse:
+                if self.call.decision.reuse:
                     raise RuntimeError("injected seam failure")
                 return enter(self, stack_in)
 
