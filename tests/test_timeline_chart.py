@@ -30,7 +30,7 @@ def run_report(threshold: float, max_consecutive: int = -1, status: str = "compl
     """One CFG run (cond + uncond batched in each call) over latents drifting ever more slowly."""
     gen = torch.Generator().manual_seed(0)
     base, drift = torch.randn(2, 4, 3, 8, 8, generator=gen), torch.randn(2, 4, 3, 8, 8, generator=gen)
-    session = SeaCacheSession(SeaCacheConfig(threshold=threshold, max_consecutive=max_consecutive))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=threshold, max_consecutive=max_consecutive))
     session.set_schedule(SIGMAS)
     for step in range(STEPS):
         hidden = torch.full((2, 5, 8), 1.0 - SIGMAS[step])
