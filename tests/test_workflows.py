@@ -527,7 +527,8 @@ def test_reuse_report_draws_in_the_frontend(session, tmp_path):
     bars = drawn["layout"]["bars"]
     assert [b["decision"] for b in bars] == [r["decision"] for r in report["records"]]
     assert drawn["layout"]["thresholdY"] == 40
-    colors = {"computed": "#4287f5", "reused": "#2ecc71", "forced": "#8c8c96"}
+    colors = report["colors"]  # the chart's (nodes/seacache/chart.py), sent with the report
+    assert (colors["reused"], drawn["layout"]["thresholdColor"]) == ("#2ecc71", "#e74c3c")
     for bar, record in zip(bars, report["records"]):
         assert bar["color"] == colors[record["decision"]]
         acc = record["accumulated"]
