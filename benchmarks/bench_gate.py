@@ -54,7 +54,7 @@ def gate_cost(shape, dtype, device, repeats) -> tuple[float, float]:
     gen = torch.Generator().manual_seed(0)
     base = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
     drift = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
-    gate = SeaCacheGate(SeaCacheConfig())
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
     residual = torch.zeros(1, 1, device=device)
     for step, sigma in enumerate((0.9, 0.85)):
         GatedCall(gate, gate.decide(["cond"], base + step * 0.01 * drift, sigma, step, STEPS)).commit(residual)
@@ -74,7 +74,7 @@ def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheGate]:
     """Run STEPS steps with cond and uncond (one batched call, or two calls per step) and count gain builds."""
     gen = torch.Generator().manual_seed(1)
     base, drift = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
-    gate = SeaCacheGate(SeaCacheConfig())
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
     calls = [(["cond", "uncond"], 2)] if batched else [(["cond"], 1), (["uncond"], 1)]
     for step, sigma in enumerate(flow_sigmas(STEPS, 5.0)):
         latent = base * (1 - sigma) + drift * sigma

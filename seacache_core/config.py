@@ -21,20 +21,22 @@ def _is_number(value) -> bool:
 @dataclass
 class SeaCacheConfig:
     r"""
-    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md. The defaults are the
-    paper's gate; SeaCache Apply starts from threshold 0.13 with gate `"sea_same_sigma"` (its inputs in
-    nodes/seacache/apply.py), so replaying a node's run takes those two explicitly.
+    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md. These defaults are
+    SeaCache Apply's (nodes/seacache/apply.py reads its widget defaults from them), so `replay(SeaCacheConfig(), ...)`
+    replays the gate the node runs. The paper's recipe is `SeaCacheConfig(threshold=0.25, gate="sea")`.
 
     Args:
-        threshold (`float`, defaults to `0.25`):
+        threshold (`float`, defaults to `0.13`):
             A branch may reuse while the accumulated relative L1 distance between consecutive
             SEA-filtered latents stays strictly below this value. `0` never reuses (output identical
-            to the uncached model); higher values reuse more and trade quality for speed.
+            to the uncached model); higher values reuse more and trade quality for speed. 0.13 with the default
+            gate makes about as many full calls as the paper's 0.25 with gate `"sea"` (docs/quality.md).
         order (`int`, defaults to `1`):
             Order (0..2) of the Newton extrapolation of the stack residual over step indices on a
             reused step; `order + 1` residuals are kept per branch. 1 is linear (vLLM-Omni's); 2 (quadratic) was
             measured better on the pack's trained Cosmos3-architecture proxy (docs/quality.md), and the default
-            stays 1 while the same evidence is missing for the other model families SeaCache serves.
+            stays 1 while the same evidence is missing for the other model families SeaCache serves. The node's
+            `auto` takes the seam's order instead (2 on Cosmos3, this default elsewhere).
         max_consecutive (`int`, defaults to `2`):
             Most reused steps in a row per branch before a compute is forced. `0` never reuses,
             `-1` sets no cap.
@@ -48,21 +50,21 @@ class SeaCacheConfig:
         residual_storage (`str`, defaults to `"compute"`):
             Where the residual history lives: `"compute"` keeps it on the device of the stack,
             `"cpu"` offloads it to CPU memory and moves it back when a residual is predicted.
-        gate (`str`, defaults to `"sea"`):
+        gate (`str`, defaults to `"sea_same_sigma"`):
             What the gate accumulates: `"sea"` the paper's distance between consecutive latents, each
             SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
             current step's sigma, which leaves out the filter's own change along the schedule (see
             `seacache_core.indicator`).
     """
 
-    threshold: float = 0.25
+    threshold: float = 0.13
     order: int = 1
     max_consecutive: int = 2
     warmup_steps: int = 1
     end_steps: int = 1
     power: float | None = None
     residual_storage: str = "compute"
-    gate: str = "sea"
+    gate: str = "sea_same_sigma"
 
     def __post_init__(self) -> None:
         self.validate()

@@ -107,3 +107,30 @@ def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frame
             **sound_args,
         )
     return preds[0] if sound is None else (preds[0], preds_sound[0][None])
+
+
+PARITY_RTOL = 2e-5  # max relative error allowed between our fp32 model and the reference's
+
+
+def rel_err(a, b):
+    """Max absolute difference of ``a`` and ``b`` relative to ``b``'s largest magnitude."""
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+def check(got, expected, what):
+    """Assert parity and print the measured error (``pytest -s`` lists every variant's figure)."""
+    err = rel_err(got, expected)
+    print(f"parity {what}: max rel err {err:.2e}")
+    assert err < PARITY_RTOL
+
+
+def sigma_and_t(sigma: float):
+    """A one-item sigma tensor and the matching timestep (sigma x 1000) the reference model takes."""
+    s = torch.tensor([sigma], dtype=torch.float32)
+    return s, (s * 1000.0).item()
+
+
+def tokens(n, seed):
+    """``n`` random token ids of the tiny vocabulary, from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, TINY["vocab_size"], (n,), generator=g).tolist()

@@ -3,7 +3,8 @@
 Without ComfyUI (plain JSON):
   ``load_workflow``, ``structure_problems`` (links, slots, types, dangling inputs), ``pack_node_ids`` (the
   pack's ``node_id="..."`` strings) and ``literal_widget_defaults`` (a node's widget inputs and defaults, read
-  from its ``define_schema`` source with ``ast``, for nodes whose ``inputs=[...]`` is a literal list).
+  from its ``define_schema`` source with ``ast``, for nodes whose ``inputs=[...]`` is a literal list; defaults
+  that name ``SeaCacheConfig`` fields are read from the core config, their one home).
 
 With a ComfyUI session (``comfyui_harness.comfy_session``):
   ``to_api_prompt`` converts the UI graph into the API prompt the frontend posts to ``/prompt``: widget inputs
@@ -237,13 +238,34 @@ def literal_widget_defaults(node_id: str, root: Path = PACK_ROOT) -> list[tuple[
                 if io_type not in ("Int", "Float", "String", "Boolean", "Combo"):
                     continue
                 item_kw = {k.arg: k.value for k in item.keywords}
-                try:
-                    default = ast.literal_eval(item_kw["default"]) if "default" in item_kw else None
-                except ValueError:  # a default computed at run time (a name or a call)
-                    default = ...
+                default = _source_default(item_kw["default"], tree) if "default" in item_kw else None
                 widgets.append((ast.literal_eval(item.args[0]), io_type.upper(), default))
             return widgets
     raise KeyError(f"no define_schema with node_id={node_id!r} under {root / 'nodes'}")
+
+
+def _source_default(node: ast.expr, module: ast.Module) -> Any:
+    """The value of a widget's ``default=`` expression: a literal; ``DEFAULTS.<field>`` (a field of the module's
+    ``DEFAULTS = SeaCacheConfig()``); or ``choice_label(<CHOICES>, DEFAULTS.<field>)``, the option of the module's
+    literal ``<CHOICES>`` dict whose value is that field. ``...`` for any other expression computed at run time."""
+    from seacache_core import SeaCacheConfig
+
+    def config_field(expr):
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "DEFAULTS":
+            return getattr(SeaCacheConfig(), expr.attr)
+        raise ValueError(ast.dump(expr))
+
+    try:
+        if isinstance(node, ast.Attribute):
+            return config_field(node)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "choice_label" and len(node.args) == 2:
+            name, value = node.args[0], config_field(node.args[1])
+            choices = next(ast.literal_eval(a.value) for a in module.body if isinstance(a, ast.Assign)
+                           and any(getattr(t, "id", None) == getattr(name, "id", ...) for t in a.targets))
+            return next(label for label, choice in choices.items() if choice == value)
+        return ast.literal_eval(node)
+    except (ValueError, StopIteration):
+        return ...
 
 
 # ----------------------------------------------------------------------------- with ComfyUI

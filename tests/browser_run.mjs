@@ -4,7 +4,7 @@
 //   node tests/browser_run.mjs CONFIG.json
 //
 // CONFIG: {url, chromium, workflow (path), overrides: {nodeType: {widget: value}}, statsType, screenshot, timeoutMs,
-//          loadOnly (stop after loading the workflow)}
+//          loadOnly (stop after loading the workflow), colors: {name: "#rrggbb"} (the chart's, counted on the canvas)}
 import { readFileSync } from "node:fs";
 import { chromium } from "playwright-core";
 
@@ -78,7 +78,7 @@ try {
   }, config.overrides);
 
   // Draws the canvas with the Stats node in view and counts the chart's bar colors inside its timeline band.
-  const chartPixels = () => page.evaluate(async (statsType) => {
+  const chartPixels = () => page.evaluate(async ([statsType, hexColors]) => {
     const app = window.app;
     const node = app.graph.nodes.find((n) => n.type === statsType);
     const widget = node?.widgets?.find((w) => w.name === "timeline");
@@ -105,7 +105,7 @@ try {
     const x1 = Math.floor(m.a * (width - 10) + m.e), y1 = Math.floor(m.d * (y + 60) + m.f);
     const ctx = app.canvas.canvas.getContext("2d");
     const data = ctx.getImageData(x0, y0, Math.max(x1 - x0, 1), Math.max(y1 - y0, 1)).data;
-    const colors = { computed: [0x42, 0x87, 0xf5], reused: [0x2e, 0xcc, 0x71], forced: [0x8c, 0x8c, 0x96], threshold: [0xe7, 0x4c, 0x3c] };
+    const colors = Object.fromEntries(Object.entries(hexColors).map(([k, hex]) => [k, [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16))]));
     const counts = Object.fromEntries(Object.keys(colors).map((k) => [k, 0]));
     for (let i = 0; i < data.length; i += 4) {
       for (const [k, [r, g, b]] of Object.entries(colors)) {
@@ -113,7 +113,7 @@ try {
       }
     }
     return { widget: true, drawn: true, rect: [x0, y0, x1, y1], counts, report: node.seacacheReport ?? null };
-  }, config.statsType);
+  }, [config.statsType, config.colors]);
 
   result.chartBefore = await chartPixels();
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from seacache_testing import comfyui_harness, tiny_vae
+from seacache_testing import comfyui_harness, tiny_vae, workflow_cases
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +48,17 @@ def tiny(comfy, tmp_path_factory):
     from seacache_testing.comfy_runs import load_tiny
 
     return load_tiny(comfy, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def session(comfy, tmp_path_factory):
+    """ComfyUI with the pack, the core nodes the example workflows use, their tiny checkpoints and a test image
+    (``workflow_cases.prepare_workflow_session``)."""
+    return workflow_cases.prepare_workflow_session(comfy, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def anymodel_session(session, tmp_path_factory):
+    """The workflow session plus empty files named like the any-model workflows' checkpoints
+    (``workflow_cases.add_anymodel_files``)."""
+    return workflow_cases.add_anymodel_files(session, tmp_path_factory)

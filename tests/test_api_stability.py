@@ -13,26 +13,10 @@ from pathlib import Path
 import pytest
 
 from seacache_testing import workflow_runner as wr
-from test_workflows import LTX2, anymodel_session, has_ltx2, session, tiny_run  # noqa: F401 (fixtures)
+from seacache_testing.workflow_cases import FIXTURES, FROZEN, LTX2, has_ltx2, tiny_run, version_folder
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-FROZEN = FIXTURES / "api_1_0_0"
 PRE_GATE = FIXTURES / "api_pre_gate"
 EXAMPLES = sorted(p.name for p in (FROZEN / "ui").glob("*.json"))
-
-
-def version_folder(folder: Path) -> Path:
-    """The subfolder of ``folder`` for the running ComfyUI: API prompts hold core nodes' inputs too, which differ
-    between ComfyUI versions (SaveVideo's ``codec`` became ``format.codec``), so each tested version has its own
-    (the newest one not newer than the running ComfyUI, else the oldest)."""
-    from comfyui_version import __version__
-
-    def key(v):
-        return tuple(int(x) for x in v.split("."))
-
-    versions = sorted((p.name for p in folder.iterdir() if p.is_dir()), key=key)
-    older = [v for v in versions if key(v) <= key(__version__)]
-    return folder / (older[-1] if older else versions[0])
 
 
 def frozen_inputs() -> dict:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from seacache_testing.comfyui_harness import import_pack_module
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 DRIVER = TESTS / "browser_run.mjs"
@@ -235,7 +237,7 @@ def _run_driver(server, workflow: Path, screenshot: Path, load_only: bool = Fals
     """Run tests/browser_run.mjs on one workflow; its JSON result (also kept next to the screenshot)."""
     config = {"url": server.url, "chromium": server.chromium, "workflow": str(workflow), "overrides": overrides_for(workflow.name),
               "statsType": "SeaCacheStats", "screenshot": str(screenshot), "timeoutMs": PROMPT_TIMEOUT_MS,
-              "loadOnly": load_only}
+              "loadOnly": load_only, "colors": import_pack_module("nodes.seacache.chart").frontend_report(None)["colors"]}
     config_path = screenshot.with_suffix(".driver.json")
     config_path.write_text(json.dumps(config))
     proc = subprocess.run([server.node, str(DRIVER), str(config_path)], cwd=TESTS, capture_output=True, text=True,

@@ -212,7 +212,9 @@ def test_stats_node_outputs_summary_chart_and_ui(tiny):
     assert torch.equal(passed["samples"], samples)
     assert f"{report['calls']} calls, {report['ran']} ran the stack, {report['reused']} reused" in summary
     assert image.shape[0] == 1 and image.shape[-1] == 3 and image.shape[1] > 100
-    assert res.ui["seacache"][0]["calls"] == report["calls"]
+    sent = res.ui["seacache"][0]  # the report plus the chart's colors, which the frontend draws with
+    assert {k: v for k, v in sent.items() if k != "colors"} == report
+    assert sent["colors"] == {"computed": "#4287f5", "reused": "#2ecc71", "forced": "#8c8c96", "threshold": "#e74c3c"}
     assert "images" not in res.ui  # the chart shows once on the node: the extension draws it from the report
 
 

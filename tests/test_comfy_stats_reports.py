@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 
 from seacache_testing import workflow_runner as wr
-from test_api_stability import FROZEN, version_folder
-from test_workflows import session, tiny_run  # noqa: F401 (fixture)
-
-T2V = "cosmos3_t2v_seacache.json"
+from seacache_testing.workflow_cases import FROZEN, T2V, tiny_run, version_folder
 
 
 def two_sampler_prompt(steps_a: int, steps_b: int) -> dict:

@@ -37,7 +37,7 @@ def run(device: str, backend: str | None):
     tokens = tokens.to(device)
     x = torch.randn(1, 48, 3, 8, 8).to(device)
     sigmas = reference_sigmas(STEPS, 5.0)
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.5))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5))
     session.set_schedule(sigmas)
     model.call_gen_stack = SeaCachedCosmos3(model, session)
     counter = CompileCounterWithBackend(backend) if backend else None

@@ -5,12 +5,11 @@ import torch
 
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, TextKVCache, TEXT_KV_CACHE_KEY, is_unused_key
 
-from seacache_testing.cosmos3_reference import TINY, VARIANTS, reference_model, reference_velocity
+from seacache_testing.cosmos3_reference import (
+    TINY, VARIANTS, check, reference_model, reference_velocity, sigma_and_t, tokens,
+)
 
 pytest.importorskip("diffusers")
-
-RTOL = 2e-5
-
 
 def native_from(ref) -> Cosmos3Transformer:
     """Our model with the reference's weights, loaded by checkpoint key names."""
@@ -19,22 +18,6 @@ def native_from(ref) -> Cosmos3Transformer:
     sd = {k: v for k, v in ref.state_dict().items() if not is_unused_key(k)}
     model.load_state_dict(sd, strict=True)
     return model
-
-
-def rel_err(a, b):
-    return ((a - b).abs().max() / b.abs().max()).item()
-
-
-def check(got, expected, what):
-    """Assert parity and print the measured error (``pytest -s`` lists every variant's figure)."""
-    err = rel_err(got, expected)
-    print(f"parity {what}: max rel err {err:.2e}")
-    assert err < RTOL
-
-
-def sigma_and_t(sigma: float):
-    s = torch.tensor([sigma], dtype=torch.float32)
-    return s, (s * 1000.0).item()
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
@@ -55,11 +38,6 @@ def test_variant_builds_the_reference_modules(pair):
     assert ("layers.0.self_attn.norm_q.weight" in names) == overrides.get("qk_norm_for_text", True)
     assert ours.config.parameter_count() == sum(v.numel() for k, v in ref.state_dict().items()
                                                 if not k.startswith(("lm_head.", "norm.")))
-
-
-def tokens(n, seed):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, TINY["vocab_size"], (n,), generator=g).tolist()
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,7 @@ import torch
 
 from cosmos3 import Cosmos3Config, Cosmos3Transformer
 
-from seacache_testing.cosmos3_reference import SOUND, TINY, reference_model, reference_velocity
-from test_cosmos3_parity import check, sigma_and_t, tokens
+from seacache_testing.cosmos3_reference import SOUND, TINY, check, reference_model, reference_velocity, sigma_and_t, tokens
 
 pytest.importorskip("diffusers")
 

@@ -111,7 +111,7 @@ def test_threshold_zero_is_bit_identical_to_uncached():
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=3)
     plain = sample(model, noise, tokens, torch.bfloat16)
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.0))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.0))
     cached = sample(model, noise, tokens, torch.bfloat16, session)
     assert session.stats.reused == 0 and session.stats.calls == STEPS
     assert torch.equal(cached, plain)
@@ -122,7 +122,7 @@ def test_residual_history_on_cpu_matches_device_history():
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=4)
     results = {}
     for storage in ("compute", "cpu"):
-        session = SeaCacheSession(SeaCacheConfig(threshold=100.0, residual_storage=storage))
+        session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=100.0, residual_storage=storage))
         out = sample(model, noise, tokens, torch.bfloat16, session)
         records = session.gate.branch_state("cond").history.records
         assert records and all(r.device.type == ("cpu" if storage == "cpu" else DEVICE) for _, r in records)
@@ -136,7 +136,7 @@ def test_residual_history_on_cpu_matches_device_history():
 def test_torch_compile_still_gates(scope):
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.float32, DEVICE, seed=5)
-    config = SeaCacheConfig(threshold=0.5)
+    config = SeaCacheConfig(gate="sea", threshold=0.5)
     eager_session = SeaCacheSession(config)
     eager = sample(model, noise, tokens, torch.float32, eager_session)
     torch._dynamo.reset()
@@ -183,7 +183,7 @@ def test_no_host_sync_in_the_layer_loop_beyond_the_gate():
         noise.sum().item()  # the debug mode does catch a sync
     sigmas = reference_sigmas(STEPS, 5.0)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
-    session = SeaCacheSession(SeaCacheConfig(threshold=100.0))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=100.0))
     session.set_schedule(sigmas)
     gate = session.gate
     gate.decide, gate.predict, gate.commit = (allow_syncs(f) for f in (gate.decide, gate.predict, gate.commit))
@@ -213,7 +213,7 @@ def test_host_syncs_per_cached_model_call():
 
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=7)
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, residual_storage="cpu"))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, residual_storage="cpu"))
     sigmas = reference_sigmas(STEPS, 5.0)
     session.set_schedule(sigmas)
     model.call_gen_stack = Host(model, session)

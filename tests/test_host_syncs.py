@@ -34,7 +34,7 @@ def cached_run(storage: str, order: int = 1):
     tokens[1, :7] = torch.randint(0, CONFIG.vocab_size, (7,))
     x = torch.randn(1, 48, 3, 8, 8)
     sigmas = reference_sigmas(STEPS, 5.0)
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.5, order=order, residual_storage=storage))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, order=order, residual_storage=storage))
     session.set_schedule(sigmas)
     model.call_gen_stack = SeaCachedCosmos3(model, session)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}

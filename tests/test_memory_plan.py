@@ -126,7 +126,7 @@ def test_text_kv_bytes_match_the_real_cache():
 def test_history_bytes_match_a_full_session(order):
     config = Cosmos3Config(**TINY)
     tokens, steps = 24, 6
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.0, order=order))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.0, order=order))
     sigmas = reference_sigmas(steps, 5.0)
     session.set_schedule(sigmas)
     latent = torch.randn(2, 48, 3, 4, 4)

@@ -87,7 +87,7 @@ def test_unfiltered_gate_compares_raw_latents():
     b = a + 0.3 * torch.randn(a.shape, generator=torch.Generator().manual_seed(1))  # plus fine noise
     distances = {}
     for name in ("sea", "none"):
-        gate = SeaCacheGate(SeaCacheConfig(threshold=100.0))
+        gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=100.0))
         if name == "none":
             gate.indicator = bench_quality.UnfilteredIndicator()
         for step, latent in enumerate((a, b)):

@@ -1,16 +1,39 @@
 """SeaCacheConfig validation."""
 
+import ast
+
 import pytest
 
 from seacache_core import SeaCacheConfig
+from seacache_testing import workflow_runner as wr
 
 
-def test_defaults():
+def test_defaults_are_seacache_applys():
     c = SeaCacheConfig()
-    assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.25, 1, 2, 1, 1)
+    assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.13, 1, 2, 1, 1)
     assert c.power is None and c.residual_storage == "compute"
-    assert c.gate == "sea"
+    assert c.gate == "sea_same_sigma"
     assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
+
+
+def test_the_node_writes_no_default_of_its_own():
+    """SeaCache Apply's widgets that mirror a config field take their default from ``DEFAULTS = SeaCacheConfig()``
+    (one home), and read from the node's source they equal the config's defaults and labels."""
+    tree = ast.parse((wr.PACK_ROOT / "nodes" / "seacache" / "apply.py").read_text(encoding="utf-8"))
+    mirrored = {"threshold": "threshold", "max_consecutive": "max_consecutive", "warmup_steps": "warmup_steps",
+                "end_steps": "end_steps", "filter_exponent": "power", "residual_storage": "residual_storage", "gate": "gate"}
+    seen = set()
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and call.args and getattr(call.args[0], "value", None) in mirrored:
+            default = next(k.value for k in call.keywords if k.arg == "default")
+            assert f"DEFAULTS.{mirrored[call.args[0].value]}" in ast.unparse(default), ast.unparse(call)
+            seen.add(call.args[0].value)
+    assert seen == set(mirrored)
+    widgets = {name: default for name, _, default in wr.literal_widget_defaults("SeaCacheApply")}
+    c = SeaCacheConfig()
+    assert [widgets[n] for n in ("threshold", "max_consecutive", "warmup_steps", "end_steps")] == [
+        c.threshold, c.max_consecutive, c.warmup_steps, c.end_steps]
+    assert (widgets["filter_exponent"], widgets["residual_storage"], widgets["gate"]) == ("auto", "compute device", "sea same-sigma")
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,7 @@ def test_gain_cache_builds_once_per_shape_and_sigma():
 
 
 def test_gate_power_auto_video_3_image_2():
-    gate = SeaCacheGate()
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
     video = _latent((1, 3, 5, 8, 10))
     gate.commit(gate.decide(["v"], video, 0.5, 0, 10), torch.zeros(1, 1))
     torch.testing.assert_close(gate.branch_state("v").indicator, sea_filter_float32(video, 0.5, power=3.0))

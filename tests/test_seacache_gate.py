@@ -50,14 +50,14 @@ def _letters(gate):
 
 def test_threshold_zero_never_reuses():
     latents = [_noise()] * 12  # identical latents at one sigma: distance 0
-    gate = _run(SeaCacheConfig(threshold=0.0, max_consecutive=-1), latents, sigmas=[0.5] * 12)
+    gate = _run(SeaCacheConfig(gate="sea", threshold=0.0, max_consecutive=-1), latents, sigmas=[0.5] * 12)
     assert gate.stats.reused == 0 and gate.stats.ran == 12
     assert [r.reason for r in gate.stats.records[1:-1]] == ["threshold"] * 10
     assert all(r.distance == 0.0 for r in gate.stats.records[1:])
 
 
 def test_first_and_last_steps_always_computed():
-    gate = _run(SeaCacheConfig(threshold=1e9, max_consecutive=-1, warmup_steps=2, end_steps=3), _drifting(12))
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1, warmup_steps=2, end_steps=3), _drifting(12))
     reasons = [(r.decision, r.reason) for r in gate.stats.records]
     assert reasons[:2] == [("forced", "warmup")] * 2
     assert reasons[-3:] == [("forced", "end")] * 3
@@ -67,34 +67,34 @@ def test_first_and_last_steps_always_computed():
 def test_equality_at_threshold_computes():
     # At one sigma, halving the latent halves its indicator exactly: every step has distance exactly 0.5.
     latents = [_noise() / 2**k for k in range(6)]
-    gate = _run(SeaCacheConfig(threshold=1.0, max_consecutive=-1), latents, sigmas=[0.5] * 6)
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1.0, max_consecutive=-1), latents, sigmas=[0.5] * 6)
     recs = gate.stats.records
     assert [r.distance for r in recs[1:]] == [0.5] * 5
     assert [r.accumulated for r in recs[1:5]] == [0.5, 1.0, 0.5, 1.0]
     assert [(r.decision, r.reason) for r in recs[1:5]] == [
         ("reused", None), ("computed", "threshold"), ("reused", None), ("computed", "threshold")]
-    above = _run(SeaCacheConfig(threshold=1.0 + 1e-9, max_consecutive=-1), latents, sigmas=[0.5] * 6)
+    above = _run(SeaCacheConfig(gate="sea", threshold=1.0 + 1e-9, max_consecutive=-1), latents, sigmas=[0.5] * 6)
     assert _letters(above) == "FRRCRF"  # 1.0 < 1.0 + 1e-9: step 2 reuses, step 3 reaches 1.5
 
 
 @pytest.mark.parametrize("cap", [1, 2, 3])
 def test_consecutive_reuses_never_exceed_cap(cap):
-    gate = _run(SeaCacheConfig(threshold=1e9, max_consecutive=cap), _drifting(20))
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=cap), _drifting(20))
     runs = [len(run) for run in _letters(gate).replace("F", " ").replace("C", " ").split()]
     assert max(runs) == cap
     assert all(r.reason == "max_consecutive" for r in gate.stats.records[1:-1] if r.decision != "reused")
 
 
 def test_no_cap_and_zero_cap():
-    assert _letters(_run(SeaCacheConfig(threshold=1e9, max_consecutive=-1), _drifting(12))) == "F" + "R" * 10 + "F"
-    never = _run(SeaCacheConfig(threshold=1e9, max_consecutive=0), _drifting(12))
+    assert _letters(_run(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), _drifting(12))) == "F" + "R" * 10 + "F"
+    never = _run(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=0), _drifting(12))
     assert never.stats.reused == 0
     assert {r.reason for r in never.stats.records[1:-1]} == {"max_consecutive"}
 
 
 def test_accumulates_distance_and_resets_on_compute():
     latents = _drifting(10, scale=0.05)
-    gate = _run(SeaCacheConfig(threshold=0.3, max_consecutive=-1), latents)
+    gate = _run(SeaCacheConfig(gate="sea", threshold=0.3, max_consecutive=-1), latents)
     sig = _sigmas(10)
     acc = 0.0
     for step, rec in enumerate(gate.stats.records[1:-1], start=1):
@@ -109,7 +109,7 @@ def test_accumulates_distance_and_resets_on_compute():
 
 
 def test_stats_counts_speedup_and_serialisation():
-    gate = _run(SeaCacheConfig(threshold=1e9), _drifting(11))
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1e9), _drifting(11))
     s = gate.stats
     assert s.calls == 11 and s.ran + s.reused == s.calls
     assert (s.ran, s.reused) == (5, 6)  # F R R F R R F R R F F
@@ -126,7 +126,7 @@ def test_branches_batched_equal_separate_calls():
     """cond and uncond gated in one batched call keep the same per-branch states as in separate calls."""
     n = 10
     cond, uncond = _drifting(n, 0.02, seed=1), _drifting(n, 0.05, seed=2)
-    config = SeaCacheConfig(threshold=1e9, max_consecutive=2)
+    config = SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=2)
     batched, separate = SeaCacheGate(config), SeaCacheGate(config)
     for step, sigma in enumerate(_sigmas(n)):
         res = torch.randn(2, 5)
@@ -156,7 +156,7 @@ def test_one_branch_must_compute_whole_call_computes():
     n = 8
     still = _noise(seed=3)
     jumping = [_noise(seed=4) / 2**k for k in range(n)]  # distance 0.5 every step
-    gate = SeaCacheGate(SeaCacheConfig(threshold=0.3, max_consecutive=-1, order=1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.3, max_consecutive=-1, order=1))
     for step in range(3):
         d, applied = _call(gate, ["c", "u"], torch.cat([still, jumping[step]]), 0.5, step, n)
     rec = gate.stats.records[-1]
@@ -172,7 +172,7 @@ def test_one_branch_must_compute_whole_call_computes():
 
 
 def test_reuse_window_forces_compute():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
     latents, sig = _drifting(6), _sigmas(6)
     _call(gate, ["c"], latents[0], sig[0], 0, 6)
     d, applied = _call(gate, ["c"], latents[1], sig[1], 1, 6, reuse_allowed=False)
@@ -182,7 +182,7 @@ def test_reuse_window_forces_compute():
 
 
 def test_predict_order0_returns_branch_residuals_in_item_order():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, order=0))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, order=0))
     lat = torch.cat([_noise(seed=1), _noise(seed=2), _noise(seed=1)])
     keys = ["c", "u", "c"]
     res = torch.arange(3 * 4, dtype=torch.float32).reshape(3, 4)
@@ -196,7 +196,7 @@ def test_predict_order0_returns_branch_residuals_in_item_order():
 
 
 def test_prediction_extrapolates_recorded_residuals():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, order=1, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, order=1, max_consecutive=-1))
     lat, sig = _drifting(8), _sigmas(8)
     base, slope = torch.randn(1, 6), torch.randn(1, 6)
     for step in range(3):
@@ -211,7 +211,7 @@ def test_prediction_extrapolates_recorded_residuals():
 
 
 def test_prediction_fallback_counts_as_computed():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9))
     lat, sig = _drifting(5), _sigmas(5)
     gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 5), torch.zeros(1, 4))
     d = gate.decide(["c"], lat[1], sig[1], 1, 5)
@@ -232,7 +232,7 @@ def _snapshot(state):
 def test_off_schedule_and_repeat_are_computed_and_reported():
     """Off-schedule evaluations leave the state untouched; a repeat at the same step (Heun's step evaluation
     after its corrector) computes and refreshes only that step's indicator and residual record."""
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
     lat, sig = _drifting(8), _sigmas(8)
     for step in range(3):
         _call(gate, ["c"], lat[step], sig[step], step, 8)
@@ -265,7 +265,7 @@ def test_a_second_residual_for_the_newest_step_replaces_it():
 
 
 def test_reset_on_non_adjacent_step():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
     lat, sig = _drifting(10), _sigmas(10)
     for step in range(3):
         _call(gate, ["c"], lat[step], sig[step], step, 10)
@@ -279,7 +279,7 @@ def test_reset_on_non_adjacent_step():
 
 
 def test_reset_on_new_run_sigma_going_up():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
     lat, sig = _drifting(10), _sigmas(10)
     for step in range(4):
         _call(gate, ["c"], lat[step], sig[step], step, 10)
@@ -289,7 +289,7 @@ def test_reset_on_new_run_sigma_going_up():
     # A new run at step 0 drops the history too (reported as warmup, which takes precedence).
     d, _ = _call(gate, ["c"], lat[0], 1.0, 0, 10)
     assert d.reason == "warmup" and [s for s, _ in gate.branch_state("c").history.records] == [0]
-    no_warmup = SeaCacheGate(SeaCacheConfig(threshold=1e9, warmup_steps=0, max_consecutive=-1))
+    no_warmup = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, warmup_steps=0, max_consecutive=-1))
     for step in range(3):
         _call(no_warmup, ["c"], lat[step], sig[step], step, 10)
     d, _ = _call(no_warmup, ["c"], lat[0], sig[0], 0, 10)
@@ -297,7 +297,7 @@ def test_reset_on_new_run_sigma_going_up():
 
 
 def test_latent_change_gives_infinite_distance():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, max_consecutive=-1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
     sig = _sigmas(6)
     _call(gate, ["c"], _noise(), sig[0], 0, 6)
     _call(gate, ["c"], _noise(), sig[1], 1, 6)
@@ -309,7 +309,7 @@ def test_latent_change_gives_infinite_distance():
 
 
 def test_cpu_residual_storage():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_storage="cpu", order=2))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu", order=2))
     lat, sig = _drifting(6), _sigmas(6)
     for step in range(4):
         _call(gate, ["c"], lat[step], sig[step], step, 6, torch.randn(1, 5, dtype=torch.bfloat16))
@@ -321,7 +321,7 @@ def test_cpu_residual_storage():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cpu_residual_storage_offloads_cuda():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=1e9, residual_storage="cpu"))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu"))
     lat, sig = [x.cuda() for x in _drifting(6)], _sigmas(6)
     gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 6), torch.ones(1, 5, device="cuda"))
     assert gate.branch_state("c").history.records[0][1].device.type == "cpu"
@@ -333,7 +333,7 @@ def test_cpu_residual_storage_offloads_cuda():
 
 def test_history_never_exceeds_order_plus_one():
     for order in (0, 1, 2):
-        gate = SeaCacheGate(SeaCacheConfig(threshold=0.0, order=order))
+        gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.0, order=order))
         lat, sig = _drifting(8), _sigmas(8)
         for step in range(8):
             _call(gate, ["c"], lat[step], sig[step], step, 8)
@@ -343,7 +343,7 @@ def test_history_never_exceeds_order_plus_one():
 def test_gain_built_once_per_step_whatever_the_batch():
     n = 6
     lat, sig = _drifting(n), _sigmas(n)
-    batched, separate = SeaCacheGate(), SeaCacheGate()
+    batched, separate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea")), SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
     for step in range(n):
         _call(batched, ["c", "u"], torch.cat([lat[step], 2 * lat[step]]), sig[step], step, n)
         _call(separate, ["c"], lat[step], sig[step], step, n)
@@ -352,7 +352,7 @@ def test_gain_built_once_per_step_whatever_the_batch():
 
 
 def test_api_misuse_raises():
-    gate = SeaCacheGate()
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
     lat = _noise()
     with pytest.raises(ValueError, match="keys"):
         gate.decide(["c", "u"], lat, 0.5, 0, 4)
@@ -370,7 +370,7 @@ def test_api_misuse_raises():
 
 
 def test_release_and_reset():
-    gate = _run(SeaCacheConfig(threshold=1e9), _drifting(5))
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1e9), _drifting(5))
     gate.release()
     assert gate.branch_state("c") is None and gate.stats.calls == 5
     gate.reset()
@@ -382,7 +382,7 @@ def test_release_and_reset():
 def test_entry_points_are_not_traced_by_torch_compile():
     for method in (SeaCacheGate.decide, SeaCacheGate.predict, SeaCacheGate.commit):
         assert getattr(method, "_torchdynamo_disable", False)
-    gate = SeaCacheGate()
+    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
     lat = _noise()
 
     @torch.compile(backend="eager")

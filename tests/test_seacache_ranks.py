@@ -33,7 +33,7 @@ def sigmas() -> list[float]:
 def gate_run(latents: list[torch.Tensor], threshold: float) -> tuple[list[tuple[bool, str | None]], int, list]:
     """Decide, predict or compute, commit over one run, as a host does: (reuse, reason) per call, the reused count and
     the accumulated value of each call."""
-    gate = SeaCacheGate(SeaCacheConfig(threshold=threshold, order=1, max_consecutive=-1, warmup_steps=1, end_steps=1))
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=threshold, order=1, max_consecutive=-1, warmup_steps=1, end_steps=1))
     decisions, accumulated = [], []
     for step, (latent, sigma) in enumerate(zip(latents, sigmas())):
         decision = gate.decide(["cond0/0"], latent, sigma, step, STEPS)

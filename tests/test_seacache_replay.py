@@ -32,7 +32,7 @@ def test_replay_matches_manual_gate_loop():
     n = 15
     sigmas = torch.cat([torch.linspace(0.7, 0.5, n), torch.zeros(1)])  # ComfyUI style: a trailing final sigma
     latents = _latents(n)
-    config = SeaCacheConfig(threshold=0.2, max_consecutive=3)
+    config = SeaCacheConfig(gate="sea", threshold=0.2, max_consecutive=3)
     stats = replay(config, sigmas, latents)
     assert _view(stats) == _view(_manual(config, sigmas, latents, ("cond",)))
     assert stats.calls == n and 0 < stats.reused < n - 2
@@ -43,7 +43,7 @@ def test_replay_cfg_branches_share_one_latent():
     n = 10
     sigmas = torch.linspace(0.7, 0.5, n).tolist()
     latents = _latents(n)
-    config = SeaCacheConfig(threshold=0.3)
+    config = SeaCacheConfig(gate="sea", threshold=0.3)
     shared = replay(config, sigmas, latents, keys=("cond", "uncond"))
     doubled = _manual(config, sigmas, [torch.cat([x, x]) for x in latents], ("cond", "uncond"))
     assert _view(shared) == _view(doubled)

@@ -36,7 +36,7 @@ def _run(config, latents, keys=("c",), sigmas=None):
 def test_distance_filters_both_latents_at_the_current_sigma():
     a, b = _latents(2)
     gate = _run(SeaCacheConfig(threshold=100.0, **SAME), [a, b], sigmas=[0.99, 0.98])
-    paper = _run(SeaCacheConfig(threshold=100.0), [a, b], sigmas=[0.99, 0.98])
+    paper = _run(SeaCacheConfig(gate="sea", threshold=100.0), [a, b], sigmas=[0.99, 0.98])
     same = gate.stats.records[1].distance
     assert same == pytest.approx(rel_l1(sea_filter_float32(b, 0.98), sea_filter_float32(a, 0.98)), rel=1e-5)
     assert paper.stats.records[1].distance == pytest.approx(rel_l1(sea_filter_float32(b, 0.98), sea_filter_float32(a, 0.99)), rel=1e-5)
@@ -47,7 +47,7 @@ def test_distance_filters_both_latents_at_the_current_sigma():
 def test_equal_to_the_paper_at_one_sigma():
     latents = _latents(8)
     same = _run(SeaCacheConfig(threshold=0.5, **SAME), latents, sigmas=[0.5] * 8)
-    paper = _run(SeaCacheConfig(threshold=0.5), latents, sigmas=[0.5] * 8)
+    paper = _run(SeaCacheConfig(gate="sea", threshold=0.5), latents, sigmas=[0.5] * 8)
     assert [r.decision for r in same.stats.records] == [r.decision for r in paper.stats.records]
     for r, q in zip(same.stats.records[1:], paper.stats.records[1:]):
         assert r.distance == pytest.approx(q.distance, rel=1e-5)
@@ -64,7 +64,7 @@ def test_threshold_zero_never_reuses():
 def test_reuses_more_than_the_paper_near_sigma_one():
     latents = _latents(12, scale=0.002)
     same = _run(SeaCacheConfig(threshold=0.2, max_consecutive=-1, **SAME), latents)
-    paper = _run(SeaCacheConfig(threshold=0.2, max_consecutive=-1), latents)
+    paper = _run(SeaCacheConfig(gate="sea", threshold=0.2, max_consecutive=-1), latents)
     assert same.stats.reused > paper.stats.reused
 
 

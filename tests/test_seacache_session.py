@@ -29,7 +29,7 @@ def slowly_changing(n):
 
 
 def test_schedule_lookup_and_window():
-    s = SeaCacheSession(SeaCacheConfig(), start_percent=0.25, end_percent=0.5)
+    s = SeaCacheSession(SeaCacheConfig(threshold=0.25, gate="sea"), start_percent=0.25, end_percent=0.5)
     s.set_schedule(torch.tensor(SIGMAS))
     assert s.steps == 8
     assert [s.step_of(x) for x in (1.0, 0.7, 0.65, 0.0)] == [0, 3, None, None]
@@ -42,7 +42,7 @@ def test_window_must_be_ordered():
 
 
 def test_reuse_skips_the_stack_and_counts_match():
-    s = SeaCacheSession(SeaCacheConfig(threshold=0.5, max_consecutive=-1))
+    s = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, max_consecutive=-1))
     s.set_schedule(SIGMAS)
     _, real_calls = drive(s, slowly_changing(8))
     assert s.stats.calls == 8
@@ -51,7 +51,7 @@ def test_reuse_skips_the_stack_and_counts_match():
 
 
 def test_threshold_zero_is_exact():
-    cached = SeaCacheSession(SeaCacheConfig(threshold=0.0))
+    cached = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.0))
     cached.set_schedule(SIGMAS)
     outs, real_calls = drive(cached, slowly_changing(8))
     assert real_calls == 8 and cached.stats.reused == 0
@@ -60,7 +60,7 @@ def test_threshold_zero_is_exact():
 
 
 def test_off_schedule_sigma_always_computes():
-    s = SeaCacheSession(SeaCacheConfig(threshold=10.0))
+    s = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=10.0))
     s.set_schedule(SIGMAS)
     _, real_calls = drive(s, slowly_changing(4), sigmas=[1.0, 0.95, 0.85, 0.75, 0.0])
     assert real_calls == 4
@@ -68,7 +68,7 @@ def test_off_schedule_sigma_always_computes():
 
 
 def test_report_carries_stats_and_run_parameters():
-    s = SeaCacheSession(SeaCacheConfig(threshold=0.5, max_consecutive=-1))
+    s = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, max_consecutive=-1))
     s.set_schedule(SIGMAS)
     drive(s, slowly_changing(8))
     report = s.report("failed")

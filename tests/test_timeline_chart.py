@@ -6,6 +6,8 @@ Reports come from a real ``SeaCacheSession`` driven over a schedule with a fake 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -30,7 +32,7 @@ def run_report(threshold: float, max_consecutive: int = -1, status: str = "compl
     """One CFG run (cond + uncond batched in each call) over latents drifting ever more slowly."""
     gen = torch.Generator().manual_seed(0)
     base, drift = torch.randn(2, 4, 3, 8, 8, generator=gen), torch.randn(2, 4, 3, 8, 8, generator=gen)
-    session = SeaCacheSession(SeaCacheConfig(threshold=threshold, max_consecutive=max_consecutive))
+    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=threshold, max_consecutive=max_consecutive))
     session.set_schedule(SIGMAS)
     for step in range(STEPS):
         hidden = torch.full((2, 5, 8), 1.0 - SIGMAS[step])
@@ -162,3 +164,15 @@ def test_no_report_renders_the_no_run_message(chart):
         assert not _has(pixels, RED).any()
         for color in chart.COLORS.values():
             assert not _has(pixels, color).any()
+
+
+def test_the_report_to_the_frontend_carries_the_chart_colors(chart, report):
+    """The Stats node's UI report is the run's report plus the Pillow chart's colors as CSS hex; web/seacache.js
+    draws with those and writes none of its own (one home: nodes/seacache/chart.py)."""
+    sent = chart.frontend_report(report)
+    assert {k: v for k, v in sent.items() if k != "colors"} == report
+    assert sent["colors"] == {"computed": "#4287f5", "reused": "#2ecc71", "forced": "#8c8c96", "threshold": "#e74c3c"}
+    assert sent["colors"] == {k: "#%02x%02x%02x" % rgb for k, rgb in {**chart.COLORS, "threshold": chart.THRESHOLD_COLOR}.items()}
+    assert chart.frontend_report(None) == {"colors": sent["colors"]}  # before any run: colors, no records
+    script = (Path(chart.__file__).resolve().parents[2] / "web" / "seacache.js").read_text(encoding="utf-8").lower()
+    assert [c for c in sent["colors"].values() if c in script] == [] and "report.colors" in script

@@ -10,35 +10,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from seacache_testing import workflow_runner as wr
+from seacache_testing.workflow_cases import (
+    ALL, ANY_OVERRIDES, ANY_STEPS, ANYMODEL, EDGE_T2V, FAMILY, FLUX, FRAMES, I2V, LTX2, LTX2_OVERRIDES, SIZE, SIZE_NODES,
+    SOUND_NAME, SOUND_T2V, STEPS, T2V, TEST_IMAGE, TINY_NAME, WAN, WORKFLOWS, anymodel_stand_ins, family_checkpoint,
+    family_overrides, has_ltx2, ltx2_stand_ins, overrides,
+)
 
-T2V = "cosmos3_t2v_seacache.json"
-I2V = "cosmos3_i2v_seacache.json"
-WORKFLOWS = [T2V, I2V]
-EDGE_T2V = "cosmos3_edge_t2v_12gb.json"
-T2I = "cosmos3_t2i_seacache.json"
-SUPER_I2V = "cosmos3_super_i2v_seacache.json"
-I2V_4STEP = "cosmos3_i2v_4step_seacache.json"
-# The family workflows: the member and mode whose reference settings they follow (cosmos3/presets.py), the card
-# they are sized for, their size, and the tiny checkpoint preset they run on in the tests.
-FAMILY = {
-    EDGE_T2V: dict(member="Cosmos3-Edge", mode="t2v", card="12 GB", size=(832, 480, 121), preset="tiny-edge"),
-    T2I: dict(member="Cosmos3-Super-Text2Image", mode="t2i", card="80 GB", size=(1024, 1024, 1), preset="tiny-t2i"),
-    SUPER_I2V: dict(member="Cosmos3-Super-Image2Video", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v"),
-    I2V_4STEP: dict(member="Cosmos3-Super-Image2Video-4Step", mode="i2v", card="80 GB", size=(832, 480, 93), preset="tiny-i2v-4step"),
-}
-SOUND_T2V = "cosmos3_t2v_sound_seacache.json"
-WAN = "wan22_5b_t2v_seacache.json"
-FLUX = "flux_t2i_seacache.json"
-LTX2 = "ltx2_t2v_sound_seacache.json"
-ANYMODEL = [WAN, FLUX]
-ALL = WORKFLOWS + list(FAMILY) + [SOUND_T2V] + ANYMODEL + [LTX2]
-APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma"]  # SeaCache Apply's documented defaults
+APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma"]  # SeaCache Apply's documented defaults (SeaCacheConfig's)
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
-SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3EmptyAVLatent")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
 
 
@@ -322,68 +304,6 @@ def test_comfyui_lists_the_templates(comfy, tmp_path, monkeypatch):
     assert served == ["/api/workflow_templates/ComfyUI-SeaCache"]
 
 
-TINY_NAME = "tiny-cosmos3"
-SOUND_NAME = "tiny-cosmos3-sound"
-TEST_IMAGE = "seacache_workflow_test.png"
-STEPS, SIZE, FRAMES = 6, 64, 9
-
-
-@pytest.fixture(scope="module")
-def session(comfy, tmp_path_factory):
-    """ComfyUI with the pack and the core nodes the workflows use, a tiny checkpoint and a test image."""
-    from seacache_testing import comfyui_harness
-    from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
-
-    if "SeaCacheApply" not in comfy.nodes.NODE_CLASS_MAPPINGS:
-        comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    comfy.load_extra_nodes(*wr.EXTRA_NODE_FILES)
-    if all((comfy.path / "comfy_extras" / f).is_file() for f in wr.AV_EXTRA_NODE_FILES):
-        comfy.load_extra_nodes(*wr.AV_EXTRA_NODE_FILES)
-    models = tmp_path_factory.mktemp("workflow_models")
-    make_tiny_checkpoint(str(models / TINY_NAME))
-    make_tiny_checkpoint(str(models / SOUND_NAME), "tiny-sound")
-    comfy.folder_paths.add_model_folder_path("diffusion_models", str(models))
-    community = tmp_path_factory.mktemp("workflow_cosmos3")  # models/cosmos3, as the ComfyUI-Cosmos3 pack keeps them
-    for name, spec in FAMILY.items():
-        make_tiny_checkpoint(str((community if name == EDGE_T2V else models) / family_checkpoint(name)), spec["preset"])
-    comfy.folder_paths.add_model_folder_path("cosmos3", str(community))
-    from PIL import Image
-
-    pixels = np.zeros((72, 120, 3), np.uint8)  # not square: the I2V node center-crops it
-    pixels[..., 0] = np.linspace(0, 255, 120, dtype=np.uint8)[None]
-    pixels[..., 1] = np.linspace(0, 255, 72, dtype=np.uint8)[:, None]
-    pixels[20:50, 40:80, 2] = 255
-    inputs = Path(comfy.folder_paths.get_input_directory())
-    Image.fromarray(pixels).save(inputs / TEST_IMAGE)
-    if (comfy.path / "input" / "example.png").is_file() and not (inputs / "example.png").exists():
-        shutil.copy(comfy.path / "input" / "example.png", inputs / "example.png")
-    return comfy
-
-
-def family_checkpoint(name):
-    return f"tiny-{FAMILY[name]['preset']}-workflow"
-
-
-def overrides(extra=None):
-    values = {
-        ("SeaCacheCosmos3Loader", "checkpoint"): TINY_NAME,
-        ("SeaCacheCosmos3Loader", "weight_dtype"): "default",
-        ("SeaCacheCosmos3Scheduler", "steps"): STEPS,
-        ("LoadImage", "image"): TEST_IMAGE,
-        ("SaveVideo", "filename_prefix"): "video/seacache_workflow_test",
-        ("SaveImage", "filename_prefix"): "seacache_workflow_test",
-    }
-    for node_type in SIZE_NODES:
-        values.update({(node_type, "width"): SIZE, (node_type, "height"): SIZE, (node_type, "length"): FRAMES})
-    values.update(extra or {})
-    return values
-
-
-def has_ltx2(session) -> bool:
-    """Whether this ComfyUI has LTX-2's audio-video nodes (loaded into the session where it does)."""
-    return "LTXVEmptyLatentAudio" in session.nodes.NODE_CLASS_MAPPINGS
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_node_types_registered(session, name):
     if name == LTX2 and not has_ltx2(session):
@@ -527,21 +447,14 @@ def test_reuse_report_draws_in_the_frontend(session, tmp_path):
     bars = drawn["layout"]["bars"]
     assert [b["decision"] for b in bars] == [r["decision"] for r in report["records"]]
     assert drawn["layout"]["thresholdY"] == 40
-    colors = {"computed": "#4287f5", "reused": "#2ecc71", "forced": "#8c8c96"}
+    colors = report["colors"]  # the chart's (nodes/seacache/chart.py), sent with the report
+    assert (colors["reused"], drawn["layout"]["thresholdColor"]) == ("#2ecc71", "#e74c3c")
     for bar, record in zip(bars, report["records"]):
         assert bar["color"] == colors[record["decision"]]
         acc = record["accumulated"]
         expected = 0.0 if acc is None else min(acc / report["threshold"], 2.0) / 2.0 * 80
         assert math.isclose(bar["h"], max(expected, 2), rel_tol=1e-9, abs_tol=1e-9)
     assert drawn["caption"] == f"SeaCache: reused {report['reused']} / {report['calls']} calls · ~{report['speedup']:.2f}x"
-
-
-def family_overrides(name):
-    """Tiny run settings for a family workflow: its member's tiny checkpoint, 64x64, 9 frames (1 for images)."""
-    values = overrides({("SeaCacheCosmos3Loader", "checkpoint"): family_checkpoint(name)})
-    if FAMILY[name]["mode"] == "t2i":
-        values[("SeaCacheCosmos3EmptyLatentVideo", "length")] = 1
-    return values
 
 
 @pytest.mark.parametrize("name", list(FAMILY))
@@ -615,66 +528,6 @@ def test_anymodel_recipes_and_notes():
     assert wr.upstream(flux, only(flux, "BasicScheduler")["id"], "model")[0]["type"] == "SeaCacheApply"
 
 
-ANY_STEPS = 8
-
-
-@pytest.fixture(scope="module")
-def anymodel_session(session, tmp_path_factory):
-    """The workflow session plus empty files named like the workflows' checkpoints, so ComfyUI's validation
-    accepts the shipped file names (the loaders themselves are replaced by tiny models when running)."""
-    root = tmp_path_factory.mktemp("anymodel_files")
-    for folder, names in (("diffusion_models", ("wan2.2_ti2v_5B_fp16.safetensors", "flux1-dev.safetensors")),
-                          ("text_encoders", ("umt5_xxl_fp8_e4m3fn_scaled.safetensors", "clip_l.safetensors", "t5xxl_fp8_e4m3fn.safetensors",
-                                             "gemma_3_12B_it_fp4_mixed.safetensors")),
-                          ("checkpoints", ("ltx-2-19b-dev-fp8.safetensors",)),
-                          ("vae", ("wan2.2_vae.safetensors", "ae.safetensors"))):
-        (root / folder).mkdir()
-        for name in names:
-            (root / folder / name).touch()
-        session.folder_paths.add_model_folder_path(folder, str(root / folder))
-    return session
-
-
-def stand_ins(model_name, scale):
-    """Loaders replaced by a tiny random-weight core model, text encoders by random embeddings of its width, and
-    VAE decoding by a fixed map of three latent channels to RGB (every other node runs for real)."""
-    import torch
-
-    from seacache_testing import tiny_comfy_models
-
-    spec = tiny_comfy_models.SPECS[model_name]
-
-    def decode(samples, vae):
-        latent = samples["samples"]
-        latent = latent if isinstance(latent, torch.Tensor) else latent.unbind()[0]  # as VAEDecode: the video
-        rgb = torch.sigmoid(latent[:, :3].float())
-        if rgb.ndim == 5:
-            rgb = rgb.movedim(2, 1).flatten(0, 1)
-        rgb = torch.nn.functional.interpolate(rgb, scale_factor=scale, mode="nearest")
-        return (rgb.movedim(1, -1),)
-
-    return {
-        "UNETLoader": lambda **_: (tiny_comfy_models.build(model_name),),
-        "CLIPLoader": lambda **_: (None,),
-        "DualCLIPLoader": lambda **_: (None,),
-        "VAELoader": lambda **_: (None,),
-        "CLIPTextEncode": lambda text, clip: (tiny_comfy_models.conditioning(spec, seed=len(text)),),
-        "VAEDecode": decode,
-    }
-
-
-ANY_OVERRIDES = {("KSampler", "steps"): ANY_STEPS, ("BasicScheduler", "steps"): ANY_STEPS,
-                 ("Wan22ImageToVideoLatent", "width"): 64, ("Wan22ImageToVideoLatent", "height"): 64,
-                 ("Wan22ImageToVideoLatent", "length"): 9, ("EmptySD3LatentImage", "width"): 64,
-                 ("EmptySD3LatentImage", "height"): 64, ("SaveVideo", "filename_prefix"): "video/seacache_anymodel_test",
-                 ("SaveImage", "filename_prefix"): "seacache_anymodel_test"}
-
-
-def anymodel_stand_ins(name):
-    """The tiny core model and stand-ins of an any-model workflow (Wan 2.2 5B or Flux)."""
-    return stand_ins(*(("wan22_ti2v_5b", 16) if name == WAN else ("flux", 8)))
-
-
 @pytest.mark.parametrize("name", ANYMODEL)
 def test_anymodel_workflow_runs(anymodel_session, name):
     import torch
@@ -698,53 +551,6 @@ def test_anymodel_workflow_runs(anymodel_session, name):
         saved = result.ui[only(workflow, "SaveImage")["id"]]["images"][0]
     path = Path(anymodel_session.folder_paths.get_output_directory()) / saved["subfolder"] / saved["filename"]
     assert path.is_file() and path.stat().st_size > 0
-
-
-class StandInAudioVAE:
-    """LTX-2's audio VAE as LTXV Empty Latent Audio and LTXV Audio VAE Decode use it: 8 latent channels, 16
-    frequency bins, 25 latents a second, decoded to 24 kHz stereo by a fixed map (tanh of the channel mean)."""
-
-    latent_channels = 8
-
-    def __init__(self):
-        self.first_stage_model = self
-        self.latent_frequency_bins, self.output_sample_rate = 16, 24000
-
-    @staticmethod
-    def num_of_latents_from_frames(frames_number, frame_rate):
-        return round(frames_number / frame_rate * 25)
-
-    def decode(self, latent):
-        import torch
-
-        wave = torch.tanh(latent.float().mean(dim=(1, 3))).repeat_interleave(self.output_sample_rate // 25, dim=1)
-        return torch.stack([wave, -wave], dim=-1)  # [B, samples, channels]: the node moves channels to dim 1
-
-
-LTX2_OVERRIDES = {("EmptyLTXVLatentVideo", "width"): 128, ("EmptyLTXVLatentVideo", "height"): 128,
-                  ("EmptyLTXVLatentVideo", "length"): 9, ("LTXVEmptyLatentAudio", "frames_number"): 9,
-                  ("LTXVScheduler", "steps"): ANY_STEPS, ("SaveVideo", "filename_prefix"): "video/seacache_ltx2_test"}
-
-
-def ltx2_stand_ins():
-    """A tiny random LTX-2 (ComfyUI's LTXAVModel) for the checkpoint, the stand-in audio VAE, no text encoder."""
-    ins = stand_ins("ltxav", 32)
-    ins.update({"CheckpointLoaderSimple": lambda **_: (ins["UNETLoader"]()[0], None, None),
-                "LTXAVTextEncoderLoader": lambda **_: (None,), "LTXVAudioVAELoader": lambda **_: (StandInAudioVAE(),)})
-    return ins
-
-
-def tiny_run(name):
-    """``(overrides, stand_ins)`` that run shipped workflow ``name`` on this module's tiny checkpoints and models."""
-    if name in FAMILY:
-        return family_overrides(name), None
-    if name == SOUND_T2V:
-        return overrides({("SeaCacheCosmos3Loader", "checkpoint"): SOUND_NAME}), None
-    if name in ANYMODEL:
-        return ANY_OVERRIDES, anymodel_stand_ins(name)
-    if name == LTX2:
-        return LTX2_OVERRIDES, ltx2_stand_ins()
-    return overrides(), None
 
 
 def test_ltx2_workflow_recipe_and_wiring():

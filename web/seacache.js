@@ -6,9 +6,9 @@
 
 export const PROGRESS_EVENT = "seacache.progress";
 export const EXTENSION_NAME = "SeaCache.UI";
-// Same colors as the Python chart (nodes/seacache/chart.py).
-export const DECISION_COLORS = { computed: "#4287f5", reused: "#2ecc71", forced: "#8c8c96" };
-export const UNKNOWN_COLOR = "#e74c3c";
+// The colors come with the report (report.colors: one per decision and "threshold", from nodes/seacache/chart.py);
+// a bar or line the report gives no color (a report from an older server) is drawn in UNKNOWN_COLOR, white.
+export const UNKNOWN_COLOR = "#ffffff";
 // Bar heights show accumulated / threshold, capped at SCALE_MAX, so the threshold line sits at 1/SCALE_MAX.
 export const SCALE_MAX = 2;
 export const MIN_BAR_HEIGHT = 2;
@@ -42,22 +42,25 @@ export function relativeHeight(accumulated, threshold) {
 
 /**
  * Drawing layout of a report's timeline in a width x height box (origin top-left):
- * {bars: [{x, y, w, h, color, decision, step}], thresholdY}. One bar per record, bottom-aligned;
- * h = max(MIN_BAR_HEIGHT, height * relativeHeight); thresholdY is null without a positive threshold.
+ * {bars: [{x, y, w, h, color, decision, step}], thresholdY, thresholdColor}. One bar per record, bottom-aligned,
+ * in the report's color for its decision; h = max(MIN_BAR_HEIGHT, height * relativeHeight); thresholdY is null
+ * without a positive threshold.
  */
 export function timelineLayout(report, width, height) {
   const records = report && Array.isArray(report.records) ? report.records : [];
   const threshold = report ? Number(report.threshold) : NaN;
   const thresholdY = Number.isFinite(threshold) && threshold > 0 ? height - height / SCALE_MAX : null;
-  if (records.length === 0 || !(width > 0) || !(height > 0)) return { bars: [], thresholdY };
+  const colors = (report && report.colors) || {};
+  const thresholdColor = colors.threshold ?? UNKNOWN_COLOR;
+  if (records.length === 0 || !(width > 0) || !(height > 0)) return { bars: [], thresholdY, thresholdColor };
   const slot = width / records.length;
   const gap = Math.max(slot * 0.15, 0.5);
   const w = Math.max(slot - 2 * gap, 1);
   const bars = records.map((r, i) => {
     const h = Math.max(MIN_BAR_HEIGHT, height * relativeHeight(r.accumulated, threshold));
-    return { x: i * slot + gap, y: height - h, w, h, color: DECISION_COLORS[r.decision] ?? UNKNOWN_COLOR, decision: r.decision, step: r.step ?? null };
+    return { x: i * slot + gap, y: height - h, w, h, color: colors[r.decision] ?? UNKNOWN_COLOR, decision: r.decision, step: r.step ?? null };
   });
-  return { bars, thresholdY };
+  return { bars, thresholdY, thresholdColor };
 }
 
 // ----------------------------------------------------------------------------- ComfyUI glue (browser only)
@@ -91,13 +94,13 @@ function paintTimeline(ctx, node, width, y, height) {
   ctx.fillText(formatReport(report), left, y + 2, w);
   ctx.fillStyle = "rgba(0,0,0,0.25)";
   ctx.fillRect(left, top, w, h);
-  const { bars, thresholdY } = timelineLayout(report, w, h);
+  const { bars, thresholdY, thresholdColor } = timelineLayout(report, w, h);
   for (const b of bars) {
     ctx.fillStyle = b.color;
     ctx.fillRect(left + b.x, top + b.y, b.w, b.h);
   }
   if (thresholdY !== null && bars.length) {
-    ctx.strokeStyle = "#e74c3c";
+    ctx.strokeStyle = thresholdColor;
     ctx.setLineDash([4, 3]);
     ctx.beginPath();
     ctx.moveTo(left, top + thresholdY);

@@ -3,9 +3,9 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import {
-  DECISION_COLORS,
   MIN_BAR_HEIGHT,
   SCALE_MAX,
+  UNKNOWN_COLOR,
   formatProgress,
   formatReport,
   relativeHeight,
@@ -14,7 +14,12 @@ import {
 
 const record = (step, decision, accumulated) => ({ step, sigma: 1 - step / 10, distance: accumulated, accumulated, decision, reason: null, branches: {} });
 
+// The colors a report carries (the Stats node adds them from nodes/seacache/chart.py); made-up values here, so the
+// layout is seen to take them from the report.
+const COLORS = { computed: "#000001", reused: "#000002", forced: "#000003", threshold: "#000004" };
+
 const REPORT = {
+  colors: COLORS,
   calls: 5, ran: 3, reused: 2, speedup: 5 / 3, status: "completed", threshold: 0.25, steps: 5,
   summary: "SeaCache: 5 calls, 3 ran the stack, 2 reused, estimated stack speedup 1.67x",
   records: [
@@ -58,13 +63,21 @@ test("relativeHeight is accumulated/threshold over SCALE_MAX, capped, 0 when unk
   assert.equal(relativeHeight(-1, 0.25), 0);
 });
 
-test("timelineLayout: one bar per record, colors by decision", () => {
-  const { bars } = timelineLayout(REPORT, 500, 100);
+test("timelineLayout: one bar per record, in the report's colors by decision", () => {
+  const { bars, thresholdColor } = timelineLayout(REPORT, 500, 100);
   assert.equal(bars.length, 5);
   assert.deepEqual(bars.map((b) => b.decision), ["forced", "reused", "reused", "computed", "forced"]);
-  assert.deepEqual(bars.map((b) => b.color), ["#8c8c96", "#2ecc71", "#2ecc71", "#4287f5", "#8c8c96"]);
-  assert.deepEqual(DECISION_COLORS, { computed: "#4287f5", reused: "#2ecc71", forced: "#8c8c96" });
+  assert.deepEqual(bars.map((b) => b.color), ["#000003", "#000002", "#000002", "#000001", "#000003"]);
+  assert.equal(thresholdColor, "#000004");
   assert.deepEqual(bars.map((b) => b.step), [0, 1, 2, 3, 4]);
+});
+
+test("timelineLayout: what the report gives no color is drawn in UNKNOWN_COLOR", () => {
+  const { bars, thresholdColor } = timelineLayout({ ...REPORT, colors: { reused: "#000002" } }, 500, 100);
+  assert.deepEqual(bars.map((b) => b.color), [UNKNOWN_COLOR, "#000002", "#000002", UNKNOWN_COLOR, UNKNOWN_COLOR]);
+  assert.equal(thresholdColor, UNKNOWN_COLOR);
+  const bare = timelineLayout({ ...REPORT, colors: undefined }, 500, 100);
+  assert.ok(bare.bars.every((b) => b.color === UNKNOWN_COLOR));
 });
 
 test("timelineLayout: heights proportional to accumulated/threshold, capped, bottom-aligned", () => {
@@ -91,12 +104,14 @@ test("timelineLayout: bars fill equal slots without overlapping", () => {
 });
 
 test("timelineLayout: empty or thresholdless reports", () => {
-  assert.deepEqual(timelineLayout(null, 100, 50), { bars: [], thresholdY: null });
-  assert.deepEqual(timelineLayout({}, 100, 50), { bars: [], thresholdY: null });
-  assert.deepEqual(timelineLayout({ threshold: 0.25, records: [] }, 100, 50), { bars: [], thresholdY: 25 });
+  const none = { bars: [], thresholdColor: UNKNOWN_COLOR };
+  assert.deepEqual(timelineLayout(null, 100, 50), { ...none, thresholdY: null });
+  assert.deepEqual(timelineLayout({}, 100, 50), { ...none, thresholdY: null });
+  assert.deepEqual(timelineLayout({ threshold: 0.25, records: [] }, 100, 50), { ...none, thresholdY: 25 });
+  assert.deepEqual(timelineLayout({ colors: COLORS, threshold: 0.25, records: [] }, 100, 50), { bars: [], thresholdY: 25, thresholdColor: "#000004" });
   const exact = timelineLayout({ ...REPORT, threshold: 0 }, 100, 50); // threshold 0 = never reuse
   assert.equal(exact.thresholdY, null);
   assert.ok(exact.bars.every((b) => b.h === MIN_BAR_HEIGHT));
-  const unknown = timelineLayout({ threshold: 0.25, records: [record(0, "mystery", 0.1)] }, 10, 10);
-  assert.equal(unknown.bars[0].color, "#e74c3c");
+  const unknown = timelineLayout({ colors: COLORS, threshold: 0.25, records: [record(0, "mystery", 0.1)] }, 10, 10);
+  assert.equal(unknown.bars[0].color, UNKNOWN_COLOR);
 });

@@ -21,9 +21,17 @@ from .seams import WRAPPER_KEY, remove_seacache, select_seam
 from .sampling import flow_scale_and_sigma
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
+STORAGE_CHOICES = {"compute device": "compute", "cpu": "cpu"}
 GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
+GATE_BEFORE_INPUT = "sea"  # the gate of API prompts saved before the `gate` input existed (1.0.0)
+DEFAULTS = SeaCacheConfig()  # the widgets' defaults: their one home is seacache_core/config.py
 # Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
 EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__).parameters else {}
+
+
+def choice_label(choices: dict, value) -> str:
+    """The option of ``choices`` that stands for the config value ``value``, so a combo's default is a config default."""
+    return next(label for label, choice in choices.items() if choice == value)
 
 
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
@@ -65,23 +73,23 @@ class SeaCacheApply(io.ComfyNode):
             "through the whole diffusion-model call, any other flow-matching or epsilon/v-prediction MODEL.",
             inputs=[
                 io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
-                io.Float.Input("threshold", default=0.13, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; 0.25 with gate sea."),
+                io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; 0.25 with gate sea."),
                 io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of a skipped step: 0 repeat, 1 linear, 2 quadratic; auto = 2 on Cosmos3, 1 elsewhere.", **EXPERT),
-                io.Int.Input("max_consecutive", default=2, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
-                io.Int.Input("warmup_steps", default=1, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
-                io.Int.Input("end_steps", default=1, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
+                io.Int.Input("max_consecutive", default=DEFAULTS.max_consecutive, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
+                io.Int.Input("warmup_steps", default=DEFAULTS.warmup_steps, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
+                io.Int.Input("end_steps", default=DEFAULTS.end_steps, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
                 io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse may begin (ComfyUI's convention: 0 = start of sampling).", **EXPERT),
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
-                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default="auto", tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
-                io.Combo.Input("residual_storage", options=["compute device", "cpu"], default="compute device", tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
-                io.Combo.Input("gate", options=list(GATE_CHOICES), default="sea same-sigma", optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
+                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default=choice_label(POWER_CHOICES, DEFAULTS.power), tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
+                io.Combo.Input("residual_storage", options=list(STORAGE_CHOICES), default=choice_label(STORAGE_CHOICES, DEFAULTS.residual_storage), tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default=choice_label(GATE_CHOICES, DEFAULTS.gate), optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
-    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate="sea"):
+    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate=choice_label(GATE_CHOICES, GATE_BEFORE_INPUT)):
         validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
@@ -90,8 +98,8 @@ class SeaCacheApply(io.ComfyNode):
             warmup_steps=warmup_steps,
             end_steps=end_steps,
             power=POWER_CHOICES[filter_exponent],
-            residual_storage="cpu" if residual_storage == "cpu" else "compute",
-            gate=GATE_CHOICES[gate],  # absent from prompts saved before the input existed: their gate, sea
+            residual_storage=STORAGE_CHOICES[residual_storage],
+            gate=GATE_CHOICES[gate],
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))

@@ -5,6 +5,15 @@ from __future__ import annotations
 from PIL import Image, ImageDraw
 
 COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 140, 150)}
+THRESHOLD_COLOR = (231, 76, 60)
+
+
+def frontend_report(report: dict | None) -> dict:
+    """The report the Stats node sends to the frontend: the run's report (empty before any run) plus the chart's
+    colors as CSS hex (``colors``: one per decision and ``threshold``), so web/seacache.js draws with this
+    module's colors and writes none of its own."""
+    colors = {**COLORS, "threshold": THRESHOLD_COLOR}
+    return {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
 
 
 def summary_text(report: dict | None) -> str:
@@ -49,8 +58,8 @@ def render_timeline(report: dict | None, width: int = 960, height: int = 320) ->
     draw.line((left, bottom, right, bottom), fill=(120, 120, 120))
     line_y = y_of(1.0)
     for sx in range(left, right, 10):
-        draw.line((sx, line_y, min(sx + 5, right), line_y), fill=(231, 76, 60))
-    draw.text((4, line_y - 6), "thr", fill=(231, 76, 60))
+        draw.line((sx, line_y, min(sx + 5, right), line_y), fill=THRESHOLD_COLOR)
+    draw.text((4, line_y - 6), "thr", fill=THRESHOLD_COLOR)
     slot = (right - left) / len(records)
     for i, r in enumerate(records):
         acc = r.get("accumulated")

@@ -1,6 +1,6 @@
 """SeaCache Stats: the timeline of the run whose latent it receives, as text and as a chart IMAGE (for a preview or
 save node). On the node itself the chart is drawn once, by the frontend extension (web/seacache.js) from the report
-in the node's UI data."""
+in the node's UI data, which carries the chart's colors (:func:`.chart.frontend_report`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from comfy_api.latest import io
 
 from .runtime import SETTINGS_OPTION
-from .chart import render_timeline, summary_text
+from .chart import frontend_report, render_timeline, summary_text
 
 
 def followed_report(model, prompt: dict | None = None, stats_id: str | None = None) -> dict | None:
@@ -67,4 +67,4 @@ class SeaCacheStats(io.ComfyNode):
         report = followed_report(model, prompt, None if unique_id is None else str(unique_id))
         chart = render_timeline(report)
         image = torch.from_numpy(np.asarray(chart, dtype=np.float32) / 255.0)[None]
-        return io.NodeOutput(samples, summary_text(report), image, ui={"seacache": [report or {}]})
+        return io.NodeOutput(samples, summary_text(report), image, ui={"seacache": [frontend_report(report)]})
