@@ -14,9 +14,10 @@ weights (bf16 safetensors) with a JSON card of the seed, command and validity nu
 
     python scripts/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
     python scripts/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
-    python scripts/train_proxy.py --data av --init benchmarks/proxy_natural --steps 1600 --stop-after 1600 --batch 12 --lr 0.001 --seed 0 --threads 1
-    # 11 min (idle), 18 min and (see benchmarks/proxy_av/README.md) on a busy 2-core CPU; write benchmarks/proxy/,
-    # benchmarks/proxy_natural/ and benchmarks/proxy_av/
+    python scripts/train_proxy.py --data av --init benchmarks/proxy_natural --out STAGE1 --steps 3000 --stop-after 3000 --batch 12 --lr 0.001 --seed 0 --threads 1
+    python scripts/train_proxy.py --data av --init STAGE1 --steps 3000 --stop-after 3000 --batch 12 --lr 0.0005 --seed 1 --threads 1
+    # 11 min (idle), 18 min and 14 + 10 min on a busy 2-core CPU; write benchmarks/proxy/, benchmarks/proxy_natural/
+    # and benchmarks/proxy_av/
 
 The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
 imported by ``benchmarks/bench_quality.py`` and the tests.
@@ -210,7 +211,7 @@ def av_config() -> Cosmos3Config:
 
 AV = ProxyData(
     "av", os.path.join(ROOT, "benchmarks", "proxy_av"), av_config, natural.LATENT_SHAPE, len(natural.CLASSES),
-    av.make_clips, natural.prompt_tokens, natural.CFG, sound_shape=av.SOUND_SHAPE,
+    av.make_clips, natural.prompt_tokens, av.CFG, sound_shape=av.SOUND_SHAPE,
 )
 SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL, AV)}
 
