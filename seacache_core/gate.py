@@ -10,7 +10,7 @@ import torch
 from .branch import NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason, relation
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory
-from .indicator import make_indicator
+from .indicator import SOUND_FILTER_POWER, WithSound, make_indicator
 from .sea_filter import GainCache, sea_filter_float32
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
@@ -113,17 +113,29 @@ class SeaCacheGate:
 
         return sea_filter
 
-    def _observe(self, groups, latent: torch.Tensor, filter_sigma: float | torch.Tensor):
-        """This step's SEA filter and each branch's indicator of ``latent`` (no host read)."""
+    def _observe(self, groups, latent: torch.Tensor, filter_sigma: float | torch.Tensor,
+                 sound: torch.Tensor | None = None):
+        """This step's distance function and each branch's indicator of ``latent`` (and of ``sound`` when given and
+        ``config.sound_weight`` > 0: :class:`~seacache_core.indicator.WithSound`), with no host read."""
         sea_filter = self._sea_filter(latent, filter_sigma)
-        observed = self.indicator.observe(latent, sea_filter)
-        return sea_filter, {key: _select(observed, items) for key, items in groups.items()}
+        indicator = self.indicator
+        if sound is not None and self.config.sound_weight > 0:
+            def sound_filter(x: torch.Tensor) -> torch.Tensor:
+                with torch.no_grad():
+                    return sea_filter_float32(x, filter_sigma, SOUND_FILTER_POWER, (2,), self.gains)
 
-    def _pending(self, keys, indicators: dict, dtype: torch.dtype, sea_filter) -> dict[Hashable, torch.Tensor]:
+            indicator = WithSound(self.indicator, self.config.sound_weight, sound_filter)
+            observed = indicator.observe(latent, sea_filter, sound)
+        else:
+            observed = indicator.observe(latent, sea_filter)
+        measure = lambda current, previous: indicator.distances(current, previous, sea_filter)  # noqa: E731
+        return measure, {key: _select(observed, items) for key, items in groups.items()}
+
+    def _pending(self, keys, indicators: dict, dtype: torch.dtype, measure) -> dict[Hashable, torch.Tensor]:
         """On the device, the distance of each branch in ``keys`` whose previous indicator has ``dtype`` (a branch
         of another dtype has distance +inf, see :meth:`_plans`)."""
         return {
-            key: self.indicator.distances(indicators[key], self._states[key].indicator, sea_filter).mean()
+            key: measure(indicators[key], self._states[key].indicator).mean()
             for key in keys
             if self._states[key].indicator_dtype == dtype
         }
@@ -210,6 +222,7 @@ class SeaCacheGate:
         num_steps: int,
         reuse_allowed: bool = True,
         filter_sigma: float | None = None,
+        sound: torch.Tensor | None = None,
     ) -> Decision:
         """Decide whether this call may skip the stack; changes no state until `commit`.
 
@@ -218,7 +231,9 @@ class SeaCacheGate:
         None for an evaluation off the schedule (forced compute, state untouched). `reuse_allowed=False` forces
         a compute (reason "window"). `filter_sigma` is the noise level in the flow convention the SEA filter
         assumes (latent = (1 - s) x0 + s eps); None means `sigma` already is one (flow-matching models).
-        One host read: the distances of the branches that continue from their previous step, together.
+        `sound`: the call's sound latent ([B, C, T, ...], time on dim 2) of an audio-video model, read with the
+        video when `config.sound_weight` > 0. One host read: the distances of the branches that continue from their
+        previous step, together.
         """
         keys = list(keys)
         self._check_keys(keys, latent)
@@ -227,9 +242,9 @@ class SeaCacheGate:
         if step is None:
             return self._decision(self._off_schedule(groups), step, sigma, latent)
         self._check_step(step, num_steps)
-        sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else float(filter_sigma))
+        measure, indicators = self._observe(groups, latent, sigma if filter_sigma is None else float(filter_sigma), sound)
         following = [key for key in groups if relation(self._states.get(key), step, sigma) == NEXT]
-        pending = self._pending(following, indicators, latent.dtype, sea_filter)
+        pending = self._pending(following, indicators, latent.dtype, measure)
         distances = dict(zip(pending, torch.stack(list(pending.values())).tolist())) if pending else {}
         plans = self._plans(groups, indicators, distances, sigma, step, num_steps, reuse_allowed)
         return self._decision(plans, step, sigma, latent)
@@ -242,6 +257,7 @@ class SeaCacheGate:
         sigma: torch.Tensor,
         locate: Callable[[float], tuple[int | None, int, bool]],
         filter_sigma: torch.Tensor | None = None,
+        sound: torch.Tensor | None = None,
     ) -> Decision:
         """:meth:`decide` for a sigma that lives on the device, with one host read in all: the sigma and the
         distances of every branch that has a previous indicator come back together, then ``locate(sigma)`` gives
@@ -252,8 +268,8 @@ class SeaCacheGate:
         keys = list(keys)
         self._check_keys(keys, latent)
         groups = _group(keys)
-        sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else filter_sigma)
-        pending = self._pending([key for key in groups if key in self._states], indicators, latent.dtype, sea_filter)
+        measure, indicators = self._observe(groups, latent, sigma if filter_sigma is None else filter_sigma, sound)
+        pending = self._pending([key for key in groups if key in self._states], indicators, latent.dtype, measure)
         values = [sigma.reshape(1).to(device=latent.device, dtype=torch.float64)]
         if pending:
             values.append(torch.stack(list(pending.values())).to(torch.float64))

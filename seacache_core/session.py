@@ -71,15 +71,17 @@ class SeaCacheSession:
         sigma: float | torch.Tensor,
         keys: Sequence[Hashable],
         filter_sigma: float | torch.Tensor | None = None,
+        sound: torch.Tensor | None = None,
     ):
         """The gate's decision for one call at schedule sigma ``sigma`` (hosts whose stack is not one callable use
         this, then ``gate.predict``/``gate.commit``); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`. A
         one-value tensor ``sigma`` (and ``filter_sigma``) on the latent's device is read in the gate's one host read
-        (:meth:`SeaCacheGate.decide_on_device`)."""
+        (:meth:`SeaCacheGate.decide_on_device`). ``sound``: the call's sound latent, for the joint gate of
+        audio-video models (``SeaCacheConfig.sound_weight``)."""
         if isinstance(sigma, torch.Tensor):
-            return self.gate.decide_on_device(keys, latent, sigma, self.locate, filter_sigma)
+            return self.gate.decide_on_device(keys, latent, sigma, self.locate, filter_sigma, sound)
         step, steps, reuse_allowed = self.locate(sigma)
-        return self.gate.decide(keys, latent, sigma, step, steps, reuse_allowed, filter_sigma)
+        return self.gate.decide(keys, latent, sigma, step, steps, reuse_allowed, filter_sigma, sound)
 
     def locate(self, sigma: float) -> tuple[int | None, int, bool]:
         """``(step, steps, reuse_allowed)`` of a call at ``sigma``: its step of the schedule (None off it), the
@@ -94,10 +96,11 @@ class SeaCacheSession:
         latent: torch.Tensor,
         sigma: float,
         keys: Sequence[Hashable],
+        sound: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The stack output for one call: ``stack_in`` plus the extrapolated residual when the gate allows,
-        otherwise ``stack(stack_in)`` with its residual recorded."""
-        decision = self.decide(latent, sigma, keys)
+        otherwise ``stack(stack_in)`` with its residual recorded (``sound``: as in :meth:`decide`)."""
+        decision = self.decide(latent, sigma, keys, sound=sound)
         if decision.reuse:
             residual = self.gate.predict(decision, like=stack_in)
             if residual is not None:

@@ -9,7 +9,7 @@ def test_defaults():
     c = SeaCacheConfig()
     assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.25, 1, 2, 1, 1)
     assert c.power is None and c.residual_device == "compute"
-    assert c.gate == "sea"
+    assert c.gate == "sea" and c.sound_weight == 1.0
     assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
 
 
@@ -30,6 +30,8 @@ def test_defaults():
         ("max_consecutive", -2),
         ("residual_device", "gpu"),
         ("gate", "none"),
+        ("sound_weight", -0.5),
+        ("sound_weight", float("nan")),
     ],
 )
 def test_invalid_raises_naming_parameter(name, value):
@@ -46,6 +48,6 @@ def test_validate_after_mutation():
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"max_consecutive": -1}, {"max_consecutive": 0},
                                     {"power": 2.5}, {"residual_device": "cpu"}, {"order": 0}, {"order": 2},
-                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}])
+                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}, {"sound_weight": 0}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)
