@@ -57,6 +57,7 @@ GATES = ("sea", "sea_same_sigma", "unfiltered", "even")
 LABELS = {"sea": "SEA", "sea_same_sigma": "SEA same-sigma", "unfiltered": "unfiltered", "even": "evenly spaced"}
 QUICK_THRESHOLDS = {"sea": (0.1, 0.4), "sea_same_sigma": (0.03, 0.15), "unfiltered": (0.02, 0.1)}
 CALIBRATION_PAIRS = range(1000, 1003)
+VIDEO_PROXIES = ("natural", "synthetic")
 
 
 class UnfilteredIndicator(SameSigmaIndicator):
@@ -133,24 +134,24 @@ class Job:
         return full, x
 
 
-def mean_full(job: Job, gate: str, threshold: float, pairs=CALIBRATION_PAIRS) -> float:
-    """Mean full calls of ``gate`` (order 1) at ``threshold`` over ``pairs``."""
-    return sum(job.run(p, gate, 1, threshold)[0] for p in pairs) / len(pairs)
+def mean_full(job: Job, gate: str, threshold: float, pairs=CALIBRATION_PAIRS, order: int = 1) -> float:
+    """Mean full calls of ``gate`` (residual ``order``) at ``threshold`` over ``pairs``."""
+    return sum(job.run(p, gate, order, threshold)[0] for p in pairs) / len(pairs)
 
 
-def threshold_for(job: Job, gate: str, goal: float, pairs=CALIBRATION_PAIRS) -> float:
+def threshold_for(job: Job, gate: str, goal: float, pairs=CALIBRATION_PAIRS, order: int = 1) -> float:
     """The threshold of ``gate`` whose mean full calls over ``pairs`` are ``goal``: bisection on log threshold."""
     lo, hi = 1e-3, 4.0  # full calls fall as the threshold rises
     for _ in range(7):
         mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if mean_full(job, gate, mid, pairs) > goal else (lo, mid)
+        lo, hi = (mid, hi) if mean_full(job, gate, mid, pairs, order) > goal else (lo, mid)
     return math.sqrt(lo * hi)
 
 
-def calibrate(job: Job, gate: str, target: float, pairs=CALIBRATION_PAIRS) -> tuple[float, float]:
-    """Two thresholds of ``gate`` (order 1) whose mean full calls over ``pairs`` lie about one call either side
-    of ``target``."""
-    return threshold_for(job, gate, target + 1.0, pairs), threshold_for(job, gate, target - 1.0, pairs)
+def calibrate(job: Job, gate: str, target: float, pairs=CALIBRATION_PAIRS, order: int = 1) -> tuple[float, float]:
+    """Two thresholds of ``gate`` (residual ``order``) whose mean full calls over ``pairs`` lie about one call
+    either side of ``target``."""
+    return (threshold_for(job, gate, target + 1.0, pairs, order), threshold_for(job, gate, target - 1.0, pairs, order))
 
 
 def thresholds_of(jobs: dict[str, Job], path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
@@ -358,7 +359,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--quick", action="store_true", help="CI-sized run: 2 pairs, 8 steps, shift 10, fixed thresholds")
     parser.add_argument("--pairs", type=int, default=None, help="prompt/seed pairs (default 24, quick 2)")
     parser.add_argument("--steps", type=int, default=None, help="sampling steps (default 35, quick 8)")
-    parser.add_argument("--proxies", nargs="+", default=sorted(proxy.SOURCES), choices=sorted(proxy.SOURCES))
+    parser.add_argument("--proxies", nargs="+", default=list(VIDEO_PROXIES), choices=VIDEO_PROXIES,
+                        help="the video proxies (the audio-video one: bench_sound.py)")
     parser.add_argument("--shifts", nargs="+", type=float, default=None, help="default 3 5 10 (quick: 10)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shard", default="0/1", help="i/n: run only pairs p with p %% n == i (parallel runs)")

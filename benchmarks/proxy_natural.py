@@ -120,8 +120,12 @@ def windows(labels: torch.Tensor, frames: int, generator: torch.Generator) -> to
 
 def render(labels: torch.Tensor, frames: int, generator: torch.Generator) -> torch.Tensor:
     """RGB videos [B, T, 3, PIXELS, PIXELS]: each item's photo seen through its camera windows (bilinear)."""
-    boxes = windows(labels, frames, generator)
-    images = photos()
+    return render_windows(labels, windows(labels, frames, generator))
+
+
+def render_windows(labels: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """RGB videos [B, T, 3, PIXELS, PIXELS] of each item's photo through the camera windows ``boxes`` [B, T, 3]."""
+    frames, images = boxes.shape[1], photos()
     out = []
     for i, label in enumerate(labels.tolist()):
         image = images[list(PHOTOS).index(CLASSES[label][0])]
@@ -137,9 +141,13 @@ def render(labels: torch.Tensor, frames: int, generator: torch.Generator) -> tor
 
 def make_videos(labels: torch.Tensor, generator: torch.Generator, frames: int = FRAMES) -> torch.Tensor:
     """Latent videos [B, CHANNELS, T, 16, 16] of class ``labels`` (photo and motion; ``frames=1``: stills)."""
-    rgb = render(labels, frames, generator)
+    return latent_videos(render(labels, frames, generator))
+
+
+def latent_videos(rgb: torch.Tensor) -> torch.Tensor:
+    """Latent videos [B, CHANNELS, T, 16, 16] of RGB videos [B, T, 3, PIXELS, PIXELS] by the fixed patch map."""
     latent = encode(rgb.flatten(0, 1))
-    return latent.view(labels.shape[0], frames, *latent.shape[1:]).transpose(1, 2).contiguous()
+    return latent.view(rgb.shape[0], rgb.shape[1], *latent.shape[1:]).transpose(1, 2).contiguous()
 
 
 def prompt_tokens(label: int | None, frames: int = FRAMES) -> list[int]:
@@ -197,6 +205,37 @@ def nearest(videos: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor
     d = torch.cdist(videos.flatten(1), reference.flatten(1))
     values, index = d.min(dim=1)
     return values / math.sqrt(videos[0].numel()), index
+
+
+def video_report(generated: torch.Tensor, labels: torch.Tensor, reference: torch.Tensor, reference_y: torch.Tensor,
+                 real: torch.Tensor, real_y: torch.Tensor) -> dict:
+    """The validity numbers of generated latent videos of class ``labels`` against a reference set and held-out
+    real videos (with their classes); see :func:`benchmarks.train_proxy.natural_validity`. Single frames: photo
+    only."""
+    frames = generated.shape[2]
+    noise = reference.mean() + reference.std() * torch.randn(real.shape, generator=torch.Generator().manual_seed(9))
+    photo = lambda y: y // len(MOTIONS)  # noqa: E731
+    real_d, real_i = nearest(real, reference)
+    gen_d, gen_i = nearest(generated, reference)
+    real_ok, gen_ok = photo(reference_y[real_i]) == photo(real_y), photo(reference_y[gen_i]) == photo(labels)
+    photo_accuracy = float(gen_ok.float().mean())
+    if frames > 1:
+        real_ok &= motion_of(real) == real_y % len(MOTIONS)
+        motion_ok = motion_of(generated) == labels % len(MOTIONS)
+        gen_ok &= motion_ok
+    return {
+        "samples": len(labels),
+        "nn_ratio": float(gen_d.median() / real_d.median()),
+        "noise_nn_ratio": float(nearest(noise, reference)[0].median() / real_d.median()),
+        "slope": spectrum_slope(generated),
+        "data_slope": spectrum_slope(reference),
+        "prompt_accuracy": float(gen_ok.float().mean()),
+        "photo_accuracy": photo_accuracy,
+        **({"motion_accuracy": float(motion_ok.float().mean())} if frames > 1 else {}),
+        "real_prompt_accuracy": float(real_ok.float().mean()),
+        "sample_std": float(generated.std()),
+        "data_std": float(reference.std()),
+    }
 
 
 def is_valid(report: dict, prefix: str = "") -> bool:

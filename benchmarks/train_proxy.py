@@ -5,7 +5,8 @@ a video is measured on proxies instead: ``cosmos3.Cosmos3Transformer`` itself (t
 ``norm_moe_gen``, patching, mRoPE) at a tiny size, trained by flow matching on one of two deterministic data
 sources (``--data``): ``synthetic``, latent videos whose content the prompt decides (which object, its colour
 and its direction of motion) over smooth, slowly drifting backgrounds; ``natural``, camera pans and zooms over
-real photographs (``proxy_natural``). They are *not* Cosmos3-Nano: their numbers show how the cache options
+real photographs (``proxy_natural``); ``av``, the natural videos with a soundtrack bound to the camera's motion,
+denoised together through the ``sound_gen`` pathway (``proxy_av``). They are *not* Cosmos3-Nano: their numbers show how the cache options
 compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
 
 The script trains, checks that samples are data-like (each source's validity report and bar) and writes the
@@ -13,7 +14,10 @@ weights (bf16 safetensors) with a JSON card of the seed, command and validity nu
 
     python benchmarks/train_proxy.py --data synthetic --steps 2400 --stop-after 2400 --batch 8 --lr 0.002 --seed 0 --threads 2
     python benchmarks/train_proxy.py --data natural --steps 3000 --stop-after 3000 --batch 12 --lr 0.002 --seed 0 --threads 1
-    # 11 min (idle) and 18 min (busy 2-core CPU); write benchmarks/proxy/ and benchmarks/proxy_natural/
+    python benchmarks/train_proxy.py --data av --init benchmarks/proxy_natural --out STAGE1 --steps 3000 --stop-after 3000 --batch 12 --lr 0.001 --seed 0 --threads 1
+    python benchmarks/train_proxy.py --data av --init STAGE1 --steps 3000 --stop-after 3000 --batch 12 --lr 0.0005 --seed 1 --threads 1
+    # 11 min (idle), 18 min and 14 + 10 min on a busy 2-core CPU; write benchmarks/proxy/, benchmarks/proxy_natural/
+    # and benchmarks/proxy_av/
 
 The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
 imported by ``benchmarks/bench_quality.py`` and the tests.
@@ -22,6 +26,7 @@ imported by ``benchmarks/bench_quality.py`` and the tests.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -38,6 +43,7 @@ if __package__ in (None, ""):  # entry point run as a file: the repository root 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks import proxy_av as av  # noqa: E402
 from benchmarks import proxy_natural as natural  # noqa: E402
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, reference_sigmas  # noqa: E402
 
@@ -136,7 +142,8 @@ TRAIN_SEED, HELDOUT_SEED, REFERENCE_SEED, PROBE_SEED = 1000, 2000, 3000, 4000
 class ProxyData:
     """One proxy's data source: what the trainer, the sampler and the benchmark need to know of it.
 
-    ``make_videos(labels, generator, frames)`` draws latent videos of class ``labels`` ([B] ints);
+    ``make_videos(labels, generator, frames)`` draws latent videos of class ``labels`` ([B] ints), for a source
+    with ``sound_shape`` (sound latent channels, frames) the pair (videos, sound latents or None for stills);
     ``prompt_tokens(label, frames)`` gives a class's prompt (None: the empty prompt); ``image_every`` > 0 makes
     every n-th training batch single-frame stills (the proxy then also serves as an image model)."""
 
@@ -149,19 +156,27 @@ class ProxyData:
     prompt_tokens: Callable[..., list[int]]
     cfg: float
     image_every: int = 0
+    sound_shape: tuple[int, int] | None = None
 
     def token_batch(self, labels, frames: int | None = None) -> torch.Tensor:
         """[B, L] token ids for a list of labels (None = the empty prompt used for CFG)."""
         frames = self.latent_shape[1] if frames is None else frames
         return torch.tensor([self.prompt_tokens(label, frames) for label in labels], dtype=torch.long)
 
-    def videos(self, labels: torch.Tensor, generator: torch.Generator, frames: int | None = None) -> torch.Tensor:
-        """Latent videos [B, C, T, H, W] of class ``labels`` (``frames`` None: the source's own length)."""
+    def videos(self, labels: torch.Tensor, generator: torch.Generator, frames: int | None = None):
+        """Latent videos [B, C, T, H, W] of class ``labels`` (``frames`` None: the source's own length); with
+        ``sound_shape`` the pair (videos, sound latents [B, C_s, T_s] or None for stills)."""
         frames = self.latent_shape[1] if frames is None else frames
         return self.make_videos(labels, generator, frames)
 
+    def clips(self, labels: torch.Tensor, generator: torch.Generator, frames: int | None = None):
+        """(videos, sound latents) of class ``labels`` for every source: sound None without ``sound_shape``."""
+        out = self.videos(labels, generator, frames)
+        return out if self.sound_shape else (out, None)
+
     def dataset(self, count: int, seed: int, frames: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``count`` videos with balanced labels from ``seed``: (videos [N, C, T, H, W], labels [N])."""
+        """``count`` videos (with ``sound_shape``: (videos, sounds)) with balanced labels from ``seed``: (videos
+        [N, C, T, H, W], labels [N])."""
         generator = torch.Generator().manual_seed(seed)
         labels = torch.arange(count) % self.classes
         labels = labels[torch.randperm(count, generator=generator)]
@@ -185,7 +200,19 @@ NATURAL = ProxyData(
     "natural", os.path.join(ROOT, "benchmarks", "proxy_natural"), natural_config, natural.LATENT_SHAPE,
     len(natural.CLASSES), natural.make_videos, natural.prompt_tokens, natural.CFG, image_every=4,
 )
-SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL)}
+
+
+def av_config() -> Cosmos3Config:
+    """The audio-video proxy's architecture: the natural proxy's with the sound pathway (``sound_gen``, 64 sound
+    latent channels at 25 frames a second)."""
+    return dataclasses.replace(natural_config(), sound_gen=True, sound_dim=av.SOUND_DIM, sound_latent_fps=av.SOUND_FPS)
+
+
+AV = ProxyData(
+    "av", os.path.join(ROOT, "benchmarks", "proxy_av"), av_config, natural.LATENT_SHAPE, len(natural.CLASSES),
+    av.make_clips, natural.prompt_tokens, av.CFG, sound_shape=av.SOUND_SHAPE,
+)
+SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL, AV)}
 
 
 # ----------------------------------------------------------------------------------------------- sampling
@@ -208,11 +235,24 @@ def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cf
     """One video [1, C, T, H, W] of class ``label`` by the flow Euler sampler with CFG (cond and uncond in one
     call; ``cfg`` None: the source's), from noise seeded by ``seed``. ``first_frame`` [1, C, 1, H, W] makes it
     image-to-video (frame 0 kept clean); ``frames=1`` makes a still image. ``stack`` replaces the model's stack
-    seam for this run (a SeaCache host), None runs it plainly."""
+    seam for this run (a SeaCache host), None runs it plainly. A source with sound samples it too (see
+    :func:`sample_av`)."""
+    return sample_av(model, label, seed, steps, shift, cfg, first_frame, stack, data, frames)[0]
+
+
+def sample_av(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cfg: float | None = None,
+              first_frame: torch.Tensor | None = None, stack=None, data: ProxyData = SYNTHETIC,
+              frames: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(video [1, C, T, H, W], sound latent [1, C_s, T_s]) as :func:`sample`, the sound denoised with the video
+    (same steps and CFG) when the source has ``sound_shape`` and the clip more than one frame, else None. The
+    sound's noise is drawn after the video's from the same seed, so the video's noise is the same either way.
+    ``model`` may be any callable with the transformer's signature (a cache wrapping the whole call)."""
     c, t, h, w = data.latent_shape
     t = t if frames is None else frames
     cfg = data.cfg if cfg is None else cfg
-    noise = torch.randn(1, c, t, h, w, generator=torch.Generator().manual_seed(seed))
+    generator = torch.Generator().manual_seed(seed)
+    noise = torch.randn(1, c, t, h, w, generator=generator)
+    sound = torch.randn(1, *data.sound_shape, generator=generator) if data.sound_shape and t > 1 else None
     sigmas = reference_sigmas(steps, shift)
     tokens = data.token_batch([label, None], t)
     cond_latent = cond_mask = None
@@ -227,19 +267,24 @@ def sample(model, label: int, seed: int, steps: int = 35, shift: float = 3.0, cf
     if stack is not None:
         model.call_gen_stack = stack
     x = noise
+    guided = lambda v: v[1:] + cfg * (v[:1] - v[1:])  # noqa: E731
     try:
         with torch.no_grad():
             for i in range(steps):
                 v = model(x.expand(2, -1, -1, -1, -1), sigmas[i].expand(2), tokens, fps=FPS,
-                          cond_latent=cond_latent, cond_mask=cond_mask, transformer_options=options)
-                x = x + (sigmas[i + 1] - sigmas[i]) * (v[1:] + cfg * (v[:1] - v[1:]))
+                          cond_latent=cond_latent, cond_mask=cond_mask, transformer_options=options,
+                          sound=None if sound is None else sound.expand(2, -1, -1))
+                if sound is not None:
+                    v, v_sound = v
+                    sound = sound + (sigmas[i + 1] - sigmas[i]) * guided(v_sound)
+                x = x + (sigmas[i + 1] - sigmas[i]) * guided(v)
     finally:
         if stack is not None:
             del model.call_gen_stack
     if first_frame is not None:
         x = x.clone()
         x[:, :, :1] = first_frame
-    return x
+    return x, sound
 
 
 # ----------------------------------------------------------------------------------------------- validity
@@ -254,9 +299,13 @@ def probe_features(videos: torch.Tensor) -> torch.Tensor:
 
 def train_probe(videos: torch.Tensor, labels: torch.Tensor, epochs: int = 150) -> torch.nn.Linear:
     """A linear (softmax) classifier of the class from probe features, fitted by full-batch L-BFGS."""
+    return fit_linear(probe_features(videos), labels, len(CLASSES), epochs)
+
+
+def fit_linear(feats: torch.Tensor, labels: torch.Tensor, classes: int, epochs: int = 150) -> torch.nn.Linear:
+    """A linear softmax classifier of ``labels`` from features [N, F], fitted by full-batch L-BFGS (seeded)."""
     torch.manual_seed(PROBE_SEED)
-    feats = probe_features(videos)
-    probe = torch.nn.Linear(feats.shape[1], len(CLASSES))
+    probe = torch.nn.Linear(feats.shape[1], classes)
     opt = torch.optim.LBFGS(probe.parameters(), lr=0.5, max_iter=epochs, history_size=20)
 
     def closure():
@@ -332,35 +381,61 @@ def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = na
         real, real_y = NATURAL.dataset(len(labels), 2000, frames)
         generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=NATURAL, frames=frames)
                                for i, k in enumerate(labels)])
-        labels = torch.tensor(labels)
-        noise = reference.mean() + reference.std() * torch.randn(real.shape, generator=torch.Generator().manual_seed(9))
-        photo = lambda y: y // len(natural.MOTIONS)  # noqa: E731
-        real_d, real_i = natural.nearest(real, reference)
-        gen_d, gen_i = natural.nearest(generated, reference)
-        real_ok, gen_ok = photo(reference_y[real_i]) == photo(real_y), photo(reference_y[gen_i]) == photo(labels)
-        photo_accuracy = float(gen_ok.float().mean())
-        if frames > 1:
-            real_ok &= natural.motion_of(real) == real_y % len(natural.MOTIONS)
-            motion_ok = natural.motion_of(generated) == labels % len(natural.MOTIONS)
-            gen_ok &= motion_ok
-        return {
-            "samples": len(labels),
-            "nn_ratio": float(gen_d.median() / real_d.median()),
-            "noise_nn_ratio": float(natural.nearest(noise, reference)[0].median() / real_d.median()),
-            "slope": natural.spectrum_slope(generated),
-            "data_slope": natural.spectrum_slope(reference),
-            "prompt_accuracy": float(gen_ok.float().mean()),
-            "photo_accuracy": photo_accuracy,
-            **({"motion_accuracy": float(motion_ok.float().mean())} if frames > 1 else {}),
-            "real_prompt_accuracy": float(real_ok.float().mean()),
-            "sample_std": float(generated.std()),
-            "data_std": float(reference.std()),
-        }
+        return natural.video_report(generated, torch.tensor(labels), reference, reference_y, real, real_y)
 
     video = report(natural.FRAMES, list(range(len(natural.CLASSES))) if labels is None else labels)
     image = report(1, [p * len(natural.MOTIONS) for p in range(len(natural.PHOTOS))])
     return {**video, "chance": 1 / len(natural.CLASSES), "shift": shift, "cfg": cfg, "steps": steps,
             **{f"image_{k}": v for k, v in image.items()}, "image_chance": 1 / len(natural.PHOTOS)}
+
+
+def av_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = av.CFG,
+                labels: list[int] | None = None) -> dict:
+    """How data-like the audio-video proxy's samples are (one sample per prompt), its video as the natural proxy's
+    (:func:`proxy_natural.video_report`) plus its sound:
+
+    ``sound_nn_ratio``: median nearest-neighbour distance of generated sound latents to 1024 reference ones over
+    the same for held-out real sounds (``sound_noise_nn_ratio``: Gaussian noise). ``sound_motion_accuracy``: a
+    linear classifier of the camera motion from the decoded sound (:func:`proxy_av.motion_features`, trained on
+    2048 real clips) finds the prompted motion (chance 1/4; ``sound_real_motion_accuracy`` on held-out real clips).
+    ``av_agreement``: that motion equals the one ``motion_of`` recognises in the same sample's video;
+    ``av_agreement_chance``: the agreement two independent recognisers with these two label frequencies reach.
+    ``sound_photo_accuracy``: a linear classifier of the photo from the sound's timbre
+    (:func:`proxy_av.timbre_features`) finds the prompted one (chance 1/8)."""
+    labels = list(range(len(natural.CLASSES))) if labels is None else labels
+    (reference, reference_s), reference_y = AV.dataset(1024, 3000)
+    (real, real_s), real_y = AV.dataset(len(labels), 2000)
+    (train, train_s), train_y = AV.dataset(2048, 1007)
+    pairs = [sample_av(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=AV)
+             for i, k in enumerate(labels)]
+    generated, generated_s = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    y = torch.tensor(labels)
+    report = natural.video_report(generated, y, reference, reference_y, real, real_y)
+    motions, photos = len(natural.MOTIONS), len(natural.PHOTOS)
+    motion_probe = fit_linear(av.motion_features(av.decode(train_s)), train_y % motions, motions)
+    photo_probe = fit_linear(av.timbre_features(av.decode(train_s)), train_y // motions, photos)
+    with torch.no_grad():
+        heard = motion_probe(av.motion_features(av.decode(generated_s))).argmax(1)
+        seen = natural.motion_of(generated)
+        real_heard = motion_probe(av.motion_features(av.decode(real_s))).argmax(1)
+        timbre = photo_probe(av.timbre_features(av.decode(generated_s))).argmax(1)
+        real_timbre = photo_probe(av.timbre_features(av.decode(real_s))).argmax(1)
+    noise = reference_s.mean() + reference_s.std() * torch.randn(real_s.shape, generator=torch.Generator().manual_seed(9))
+    real_d = natural.nearest(real_s, reference_s)[0].median()
+    share = lambda v: torch.bincount(v, minlength=motions).float() / len(v)  # noqa: E731
+    return {
+        **report, "chance": 1 / len(natural.CLASSES), "shift": shift, "cfg": cfg, "steps": steps,
+        "sound_nn_ratio": float(natural.nearest(generated_s, reference_s)[0].median() / real_d),
+        "sound_noise_nn_ratio": float(natural.nearest(noise, reference_s)[0].median() / real_d),
+        "sound_motion_accuracy": float((heard == y % motions).float().mean()),
+        "sound_real_motion_accuracy": float((real_heard == real_y % motions).float().mean()),
+        "av_agreement": float((heard == seen).float().mean()),
+        "av_agreement_chance": float((share(heard) * share(seen)).sum()),
+        "sound_photo_accuracy": float((timbre == y // motions).float().mean()),
+        "sound_real_photo_accuracy": float((real_timbre == real_y // motions).float().mean()),
+        "sound_std": float(generated_s.std()),
+        "sound_data_std": float(reference_s.std()),
+    }
 
 
 def is_data_like(report: dict) -> bool:
@@ -373,8 +448,8 @@ def is_valid(report: dict) -> bool:
     return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
 
 
-VALIDITY = {"synthetic": validity, "natural": natural_validity}
-VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid}
+VALIDITY = {"synthetic": validity, "natural": natural_validity, "av": av_validity}
+VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid, "av": av.is_valid}
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -387,17 +462,24 @@ def train_sigmas(batch: int, generator: torch.Generator) -> torch.Tensor:
 
 def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None = None, log_every: int = 50,
           data: ProxyData = SYNTHETIC, checkpoint: Callable[[Cosmos3Transformer, int], None] | None = None,
-          checkpoint_every: int = 200):
+          checkpoint_every: int = 200, init: Cosmos3Transformer | None = None):
     """Flow-matching training (velocity target noise - data) over a schedule of ``steps`` steps, with 10 %
     empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there); fresh videos of
     ``data`` every step (every ``data.image_every``-th batch single-frame stills), deterministic from ``seed``.
     Stops early after ``stop_after`` steps, or at the step where SIGUSR1 arrives (then ``--stop-after`` with
     the printed count reproduces the run). ``checkpoint(ema_model, step)`` is called every ``checkpoint_every``
-    steps. Returns the EMA weights' model and the number of steps run."""
+    steps. A source with sound trains the sound velocity too (its own noise, the same sigma; the two streams' mean
+    squared errors summed). ``init``: start from this trained proxy's weights (parameters the source's
+    architecture adds, such as the sound pathway, start as initialised). Returns the EMA weights' model and the
+    number of steps run."""
     stop = {"now": False}
     signal.signal(signal.SIGUSR1, lambda *_: stop.update(now=True))
     torch.manual_seed(seed)
     model = Cosmos3Transformer(data.config())
+    if init is not None:
+        missing, unexpected = model.load_state_dict(init.state_dict(), strict=False)
+        if unexpected or any(not k.startswith("audio_") for k in missing):
+            raise ValueError(f"--init weights do not fit the {data.name} architecture: missing {missing}, unexpected {unexpected}")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.99))
     generator = torch.Generator().manual_seed(TRAIN_SEED + seed)
     start, step, ema_loss = time.time(), 0, None
@@ -415,18 +497,25 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
             group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         frames = 1 if data.image_every and step % data.image_every == data.image_every - 1 else data.latent_shape[1]
         labels = torch.randint(0, data.classes, (batch,), generator=generator)
-        x0 = data.videos(labels, generator, frames)
+        x0, s0 = data.clips(labels, generator, frames)
         eps = torch.randn(x0.shape, generator=generator)
         sigma = train_sigmas(batch, generator)
         xt = (1 - sigma.view(-1, 1, 1, 1, 1)) * x0 + sigma.view(-1, 1, 1, 1, 1) * eps
+        if s0 is not None:
+            eps_s = torch.randn(s0.shape, generator=generator)
+            st = (1 - sigma.view(-1, 1, 1)) * s0 + sigma.view(-1, 1, 1) * eps_s
         drop = torch.rand(batch, generator=generator) < 0.1
         tokens = data.token_batch([None if d else int(k) for d, k in zip(drop.tolist(), labels.tolist())], frames)
         i2v = (torch.rand(batch, generator=generator) < 0.3) & (frames > 1)
         cond_mask = torch.zeros(batch, frames)
         cond_mask[:, 0] = i2v.float()
-        v = model(xt, sigma, tokens, fps=FPS, cond_latent=x0, cond_mask=cond_mask)
+        v = model(xt, sigma, tokens, fps=FPS, cond_latent=x0, cond_mask=cond_mask, sound=None if s0 is None else st)
+        if s0 is not None:
+            v, v_sound = v
         weight = 1.0 - cond_mask[:, None, :, None, None]
         loss = (((v - (eps - x0)) ** 2) * weight).sum() / (weight.sum() * channels * height * width)
+        if s0 is not None:
+            loss = loss + (v_sound - (eps_s - s0)).pow(2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -469,8 +558,10 @@ def write_card(model, data: ProxyData, folder: str, steps: int, args) -> dict:
         "config": {k: v for k, v in data.config().to_dict().items()},
         "latent_shape": data.latent_shape,
         "seed": args.seed, "steps": steps, "batch": args.batch, "lr": args.lr,
-        "command": f"python benchmarks/train_proxy.py --data {data.name} --steps {args.steps} --stop-after {steps} "
-                   f"--batch {args.batch} --lr {args.lr} --seed {args.seed} --threads {args.threads}",
+        "command": f"python benchmarks/train_proxy.py --data {data.name} "
+                   + (f"--init {os.path.relpath(args.init, ROOT)} " if args.init else "")
+                   + f"--steps {args.steps} --stop-after {steps} --batch {args.batch} --lr {args.lr} --seed {args.seed} "
+                   f"--threads {args.threads}",
         "cfg": data.cfg, "validity": report, "valid": check(report),
     }
     if data.name == "synthetic":
@@ -490,6 +581,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--init", default=None, metavar="FOLDER",
+                        help="start from the proxy in FOLDER (e.g. benchmarks/proxy_natural for --data av)")
     parser.add_argument("--checkpoint-every", type=int, default=200, help="save the EMA weights every n steps")
     parser.add_argument("--validate-only", type=int, default=None, metavar="STEPS",
                         help="no training: check the weights in --out (trained for STEPS steps) and rewrite the card")
@@ -501,8 +594,12 @@ def main() -> None:
         write_card(load_proxy(folder, data=data), data, folder, args.validate_only, args)
         return
     checkpoint = lambda model, step: save_proxy(model, folder, {"checkpoint_step": step})  # noqa: E731
+    init = None
+    if args.init:
+        with open(os.path.join(args.init, CARD_NAME)) as f:
+            init = load_proxy(args.init, data=SOURCES[json.load(f)["data"]])
     model, steps = train(args.steps, args.batch, args.lr, args.seed, args.stop_after, data=data,
-                         checkpoint=checkpoint, checkpoint_every=args.checkpoint_every)
+                         checkpoint=checkpoint, checkpoint_every=args.checkpoint_every, init=init)
     write_card(model, data, folder, steps, args)
 
 

@@ -63,6 +63,7 @@ class GenStackInputs:
     transformer_options: dict = field(default_factory=dict)
     host: HostValues | None = None  # sigma and token ids on the host (read once per call)
     sound_frames: int = 0  # sound tokens at the end of the generator sequence (0: video only)
+    sound: torch.Tensor | None = None  # the noisy sound latent [B, sound_dim, T_s] (None: video only)
 
 
 class TimestepEmbedder(nn.Module):
@@ -171,13 +172,14 @@ class Cosmos3Transformer(nn.Module):
         )
         sound_frames = 0 if sound is None else sound.shape[2]
         if sound_frames:
-            hidden = torch.cat((hidden, embed_sound(self, _batch_rows(sound, b), temb, hidden.dtype)), dim=1)
+            sound = _batch_rows(sound, b)
+            hidden = torch.cat((hidden, embed_sound(self, sound, temb, hidden.dtype)), dim=1)
             audio = torch.stack([sound_positions(cfg, n, sound_frames, x.device) for n in host.lengths])
             positions = torch.cat((positions, audio), dim=2)
         cos, sin = rope_cos_sin(cfg, positions, hidden.dtype)
         options = transformer_options or {}
         inputs = GenStackInputs(x, sigma, token_ids, cos, sin, grid, clean, options, host,
-                                sound_frames=sound_frames)
+                                sound_frames=sound_frames, sound=sound)
         return inputs, hidden
 
     # ---------------------------------------------------------------- step 2

@@ -55,6 +55,13 @@ class SeaCacheConfig:
             SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
             current step's sigma, which leaves out the filter's own change along the schedule (see
             `seacache_core.indicator`).
+        sound_weight (`float`, defaults to `1.0`):
+            For audio-video calls whose host passes the sound latent (`SeaCacheSession.start_call(..., sound=)`): the
+            gate's distance is `(video + sound_weight * sound) / (1 + sound_weight)`, the sound's distance taken on
+            the sound latent filtered along its time axis at the current sigma (`indicator.WithSound`). `0` reads
+            the video only. Calls without a sound latent are unaffected. On the trained audio-video proxy the joint
+            gate (weight 1) lowered the sound's error at equal speed without raising the video's (docs/quality.md,
+            Sound).
     """
 
     threshold: float = 0.13
@@ -65,6 +72,7 @@ class SeaCacheConfig:
     power: float | None = None
     residual_storage: str = "compute"
     gate: str = "sea_same_sigma"
+    sound_weight: float = 1.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -91,6 +99,9 @@ class SeaCacheConfig:
             raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {self.residual_storage!r}")
         if self.gate not in GATES:
             raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
+        if not _is_number(self.sound_weight) or not math.isfinite(self.sound_weight) or self.sound_weight < 0:
+            raise ValueError(f"sound_weight must be a finite number >= 0 (0 = the gate reads the video only), "
+                             f"got {self.sound_weight!r}")
 
     def resolve_power(self, frames: int) -> float:
         """Filter exponent for a latent of `frames` frames: the configured one, else 3 (video) or 2 (image)."""

@@ -10,7 +10,7 @@ import torch
 from .branch import NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason, relation
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory
-from .indicator import make_indicator
+from .indicator import SOUND_FILTER_POWER, WithSound, make_indicator
 from .ranks import agreed_reuse
 from .schedule import RunSchedule
 from .sea_filter import GainCache, sea_filter_float32
@@ -116,17 +116,29 @@ class SeaCacheGate:
 
         return sea_filter
 
-    def _observe(self, groups, latent: torch.Tensor, filter_sigma: float | torch.Tensor):
-        """This step's SEA filter and each branch's indicator of ``latent`` (no host read)."""
+    def _observe(self, groups, latent: torch.Tensor, filter_sigma: float | torch.Tensor,
+                 sound: torch.Tensor | None = None):
+        """This step's distance function and each branch's indicator of ``latent`` (and of ``sound`` when given and
+        ``config.sound_weight`` > 0: :class:`~seacache_core.indicator.WithSound`), with no host read."""
         sea_filter = self._sea_filter(latent, filter_sigma)
-        observed = self.indicator.observe(latent, sea_filter)
-        return sea_filter, {key: _select(observed, items) for key, items in groups.items()}
+        indicator = self.indicator
+        if sound is not None and self.config.sound_weight > 0:
+            def sound_filter(x: torch.Tensor) -> torch.Tensor:
+                with torch.no_grad():
+                    return sea_filter_float32(x, filter_sigma, SOUND_FILTER_POWER, (2,), self.gains)
 
-    def _pending(self, keys, indicators: dict, dtype: torch.dtype, sea_filter) -> dict[Hashable, torch.Tensor]:
+            indicator = WithSound(self.indicator, self.config.sound_weight, sound_filter)
+            observed = indicator.observe(latent, sea_filter, sound)
+        else:
+            observed = indicator.observe(latent, sea_filter)
+        measure = lambda current, previous: indicator.distances(current, previous, sea_filter)  # noqa: E731
+        return measure, {key: _select(observed, items) for key, items in groups.items()}
+
+    def _pending(self, keys, indicators: dict, dtype: torch.dtype, measure) -> dict[Hashable, torch.Tensor]:
         """On the device, the distance of each branch in ``keys`` whose previous indicator has ``dtype`` (a branch
         of another dtype has distance +inf, see :meth:`_plans`)."""
         return {
-            key: self.indicator.distances(indicators[key], self._states[key].indicator, sea_filter).mean()
+            key: measure(indicators[key], self._states[key].indicator).mean()
             for key in keys
             if self._states[key].indicator_dtype == dtype
         }
@@ -204,6 +216,7 @@ class SeaCacheGate:
         num_steps: int | None = None,
         reuse_allowed: bool = True,
         filter_sigma: float | torch.Tensor | None = None,
+        sound: torch.Tensor | None = None,
     ) -> Decision:
         """Decide whether this call may skip the stack; changes no state until `commit`.
 
@@ -214,7 +227,9 @@ class SeaCacheGate:
         evaluation off the schedule, forced compute, state untouched; `reuse_allowed=False` forces a compute,
         reason "window"). A step looked up in the schedule is always in range.
         `filter_sigma` is the noise level in the flow convention the SEA filter assumes (latent = (1 - s) x0 +
-        s eps); None means `sigma` already is one (flow-matching models).
+        s eps); None means `sigma` already is one (flow-matching models). `sound`: the call's sound latent of an
+        audio-video model ([B, C, T, ...], time on dim 2), read with the video when `config.sound_weight` > 0
+        (:class:`~seacache_core.indicator.WithSound`); None reads the video only.
 
         One host read: a tensor sigma together with the distances of every branch that has a previous indicator
         (a distance measured for a branch that turns out not to continue from its previous step is ignored); a
@@ -223,6 +238,8 @@ class SeaCacheGate:
         keys = list(keys)
         if len(keys) != latent.shape[0]:
             raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")
+        if sound is not None and sound.shape[0] != latent.shape[0]:
+            raise ValueError(f"sound latent has batch {sound.shape[0]}, the video latent {latent.shape[0]}")
         groups = _group(keys)
         on_host = not isinstance(sigma, torch.Tensor)
         if on_host:
@@ -237,8 +254,8 @@ class SeaCacheGate:
             measured = [key for key in groups if relation(self._states.get(key), step, sigma) == NEXT]
         else:
             measured = [key for key in groups if key in self._states]
-        sea_filter, indicators = self._observe(groups, latent, sigma if filter_sigma is None else filter_sigma)
-        pending = self._pending(measured, indicators, latent.dtype, sea_filter)
+        measure, indicators = self._observe(groups, latent, sigma if filter_sigma is None else filter_sigma, sound)
+        pending = self._pending(measured, indicators, latent.dtype, measure)
         values = [] if on_host else [sigma.reshape(1).to(device=latent.device, dtype=torch.float64)]
         if pending:
             values.append(torch.stack(list(pending.values())).to(torch.float64))

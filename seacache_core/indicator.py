@@ -18,6 +18,7 @@ steps, where sigma moves the filter little, it equals the paper's distance.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -54,6 +55,39 @@ class SameSigmaIndicator:
             return item_distances(current, previous)  # +inf: a changed input computes
         both = sea_filter(torch.cat([current, previous]))
         return item_distances(both[: len(current)], both[len(current) :])
+
+
+SOUND_FILTER_POWER = 1.0
+"""Exponent of the 1-D power-law prior that filters a sound latent along its time axis (dim 2: ``[B, C, T]`` for
+Cosmos3, ``[B, C, T, F]`` for LTX-2) in the joint gate; the audio-video proxy's measurement used 1."""
+
+
+class WithSound:
+    """The joint gate of an audio-video call: ``base`` reads the video latent; per item the base's view of the video
+    and a float32 copy of the sound latent are kept side by side, and the distance is the weighted mean
+    ``(video + weight * sound) / (1 + weight)``, the sound's being the relative L1 distance of both sound latents
+    filtered along time at the current sigma (``sound_filter``), as the same-sigma gate filters the video. Built by
+    the gate for one call."""
+
+    def __init__(self, base, weight: float, sound_filter: Filter):
+        self.base, self.weight, self.sound_filter = base, weight, sound_filter
+        self.shapes: tuple[torch.Size, torch.Size] | None = None
+
+    def observe(self, latent: torch.Tensor, sea_filter: Filter, sound: torch.Tensor) -> torch.Tensor:
+        """The base's view of the video and the sound latent, flattened per item and concatenated (float32)."""
+        video = self.base.observe(latent, sea_filter)
+        self.shapes = (video.shape[1:], sound.shape[1:])
+        return torch.cat((video.flatten(1), sound.detach().float().flatten(1)), 1)
+
+    def distances(self, current: torch.Tensor, previous: torch.Tensor, sea_filter: Filter) -> torch.Tensor:
+        """Per-item weighted mean of the video's and the sound's distances, without a host sync. [B]"""
+        if current.shape != previous.shape or current.device != previous.device:
+            return item_distances(current, previous)  # +inf: a changed input computes
+        (video_shape, sound_shape), n, b = self.shapes, math.prod(self.shapes[0]), len(current)
+        video = self.base.distances(current[:, :n].view(b, *video_shape), previous[:, :n].view(b, *video_shape),
+                                    sea_filter)
+        both = self.sound_filter(torch.cat((current[:, n:], previous[:, n:])).view(2 * b, *sound_shape))
+        return (video + self.weight * item_distances(both[:b], both[b:])) / (1 + self.weight)
 
 
 def make_indicator(gate: str) -> SeaIndicator | SameSigmaIndicator:

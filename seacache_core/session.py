@@ -60,11 +60,13 @@ class SeaCacheSession:
         sigma: float | torch.Tensor,
         keys: Sequence[Hashable],
         filter_sigma: float | torch.Tensor | None = None,
+        sound: torch.Tensor | None = None,
     ) -> Decision:
         """The gate's decision for one call at sigma ``sigma`` (a float, or a one-value tensor on the latent's
-        device, read together with the distances); ``filter_sigma`` as in :meth:`SeaCacheGate.decide`."""
+        device, read together with the distances); ``filter_sigma`` and ``sound`` (the call's sound latent, for the
+        joint gate of audio-video models) as in :meth:`SeaCacheGate.decide`."""
         with self.lock:
-            return self.gate.decide(keys, latent, sigma, filter_sigma=filter_sigma)
+            return self.gate.decide(keys, latent, sigma, filter_sigma=filter_sigma, sound=sound)
 
     def start_call(
         self,
@@ -72,9 +74,10 @@ class SeaCacheSession:
         sigma: float | torch.Tensor,
         keys: Sequence[Hashable],
         filter_sigma: float | torch.Tensor | None = None,
+        sound: torch.Tensor | None = None,
     ) -> GatedCall:
         """One call, decided (see :meth:`decide`), to be carried out through the returned :class:`GatedCall`."""
-        return GatedCall(self.gate, self.decide(latent, sigma, keys, filter_sigma), self.lock)
+        return GatedCall(self.gate, self.decide(latent, sigma, keys, filter_sigma, sound), self.lock)
 
     def run(
         self,
@@ -83,10 +86,11 @@ class SeaCacheSession:
         latent: torch.Tensor,
         sigma: float,
         keys: Sequence[Hashable],
+        sound: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The stack output for one call: ``stack_in`` plus the extrapolated residual when the gate allows,
-        otherwise ``stack(stack_in)`` with its residual recorded."""
-        call = self.start_call(latent, sigma, keys)
+        otherwise ``stack(stack_in)`` with its residual recorded (``sound``: as in :meth:`decide`)."""
+        call = self.start_call(latent, sigma, keys, sound=sound)
         residual = call.predict(stack_in)
         if residual is not None:
             return stack_in + residual

@@ -67,6 +67,13 @@ def test_bench_quality_quick():
     assert "natural s10" in out and "synthetic s10" in out
 
 
+def test_bench_sound_quick():
+    out = bench("bench_sound.py", "--quick")
+    assert "| variant | full calls of the two runs | sound latent error | SNR dB | log-spectral distance dB |" in out
+    for label in ("video gate (sound_weight 0)", "joint gate (sound_weight 1)", "EasyCache rule", "evenly spaced"):
+        assert f"| {label} |" in out
+
+
 def test_gpu_check_smoke_writes_one_results_file(tmp_path):
     results = tmp_path / "results.md"
     run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)])

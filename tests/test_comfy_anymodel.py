@@ -186,15 +186,17 @@ def test_stats_node_names_the_seam(comfy, pack):
     assert summary.splitlines()[-1] == "residual boundary: block stack (Flux, 4 blocks)"
 
 
-def test_gate_sees_the_video_stream_of_a_packed_av_latent(comfy, import_pack_module):
-    """On a latent the sampler packed from video + audio, the gate decides on the video stream alone."""
+def test_gate_sees_both_streams_of_a_packed_av_latent(comfy, import_pack_module):
+    """On a latent the sampler packed from video + audio (LTX-2's shapes), the gate gets the video stream and the
+    audio stream (time on dim 2); a latent of one stream is the video alone."""
     if tiny_comfy_models.missing("ltxav"):
         pytest.skip(tiny_comfy_models.missing("ltxav"))
     import comfy.utils
 
-    video_stream = import_pack_module("nodes.seacache.sampling").video_stream
+    av_streams = import_pack_module("nodes.seacache.sampling").av_streams
     video, audio = torch.randn(2, 128, 2, 4, 4), torch.randn(2, 8, 5, 16)
     packed, shapes = comfy.utils.pack_latents([video, audio])
-    base = type("Base", (), {"latent_shapes": shapes})()
-    assert torch.equal(video_stream(base, packed), video)
-    assert video_stream(type("Base", (), {"latent_shapes": [video.shape]})(), video) is video
+    got_video, got_audio = av_streams(type("Base", (), {"latent_shapes": shapes})(), packed)
+    assert torch.equal(got_video, video) and torch.equal(got_audio, audio)
+    only, none = av_streams(type("Base", (), {"latent_shapes": [video.shape]})(), video)
+    assert only is video and none is None

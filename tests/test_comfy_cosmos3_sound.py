@@ -4,6 +4,7 @@ AUDIO and a saved video with its audio stream; on a ComfyUI without NestedTensor
 
 import importlib.util
 import math
+import sys
 
 import pytest
 import torch
@@ -135,6 +136,48 @@ def test_seacache_on_av_threshold_zero_is_bit_identical_and_defaults_reuse(av):
     for a, b, p in zip(first.unbind(), second.unbind(), plain.unbind()):
         assert torch.equal(a, b) and torch.isfinite(a).all() and rel(a, p) < 0.5
     assert "seacache_settings" not in av.model.model_options.get("transformer_options", {})
+
+
+def test_the_gate_reads_the_sound_stream_with_one_host_read_per_call(av, monkeypatch):
+    """SeaCache Apply's runtime hands the gate the sound stream of the packed audio-video latent: at the first
+    measured step each branch's distance is the mean of its video distance (the same run with the sound withheld,
+    as before the joint gate) and the relative L1 distance of its sound latents filtered along time at the call's
+    sigma (SeaCacheConfig.sound_weight 1), and the gate still reads the host once per call."""
+    from seacache_core import sea_filter_float32
+    from seacache_core.distance import item_distances
+    from seacache_core.indicator import SOUND_FILTER_POWER
+    from seacache_testing.host_transfers import HostReads
+
+    settings = av.seacache().model_options["transformer_options"]["seacache_settings"]
+    pack = type(settings).__module__.split(".nodes.")[0]  # the pack as ComfyUI loaded it
+    gate_class = sys.modules[f"{pack}.seacache_core.gate"].SeaCacheGate
+    decide, seen = gate_class.decide, []
+
+    def run(withhold_sound: bool) -> dict:
+        def spy(self, keys, latent, sigma, *args, sound=None, **kwargs):
+            seen.append((list(keys), latent.shape, None if sound is None else sound.clone(), kwargs["filter_sigma"]))
+            return decide(self, keys, latent, sigma, *args, sound=None if withhold_sound else sound, **kwargs)
+
+        monkeypatch.setattr(gate_class, "decide", spy)
+        seen.clear()
+        model = av.seacache()
+        with HostReads() as reads:
+            sample_av(av, empty_av(av), model=model, steps=6)
+        report = model.model_options["transformer_options"]["seacache_settings"].last_run
+        gate_reads = sum(site.rsplit(":", 1)[0] == "seacache_core/gate.py" for _, site in reads.reads)
+        assert gate_reads == report["calls"] == len(seen)
+        return report
+
+    joint = run(withhold_sound=False)
+    (keys, video_shape, sound1, sigma1), sound0 = seen[1], seen[0][2]
+    assert video_shape[1:] == (48, 3, 4, 4) and sound0.shape == sound1.shape == (len(keys), 8, 10)
+    video_only = run(withhold_sound=True)
+    filtered = [sea_filter_float32(s, sigma1, SOUND_FILTER_POWER, (2,)) for s in (sound1, sound0)]
+    sound_distance = item_distances(*filtered).tolist()
+    for item, key in enumerate(keys):
+        video = video_only["records"][1]["branches"][str(key)]["distance"]
+        both = joint["records"][1]["branches"][str(key)]["distance"]
+        assert sound_distance[item] > 0.01 and both == pytest.approx((video + sound_distance[item]) / 2, rel=1e-4)
 
 
 def test_run_start_refusals(av, tiny):

@@ -6,7 +6,8 @@ import os
 import pytest
 import torch
 
-from benchmarks import bench_quality
+from benchmarks import bench_quality, bench_sound
+from benchmarks import proxy_av as av
 from benchmarks import proxy_natural as natural
 from benchmarks import train_proxy as proxy
 from cosmos3 import Cosmos3Transformer
@@ -130,3 +131,74 @@ def test_paired_ratio_and_matched_interpolation():
             for t, f, e in ((0.1, [12, 20], [0.01, 0.01]), (0.2, [8, 10], [0.04, 0.04]))]
     errors = bench_quality.matched(rows, {"x": 18})  # target 10 full calls
     assert errors[("x", "sea", 1)] == pytest.approx([0.02, 0.04])  # log-interpolated; clamped at the nearer run
+
+
+def test_av_data_is_the_natural_video_with_a_soundtrack_bound_to_its_motion():
+    """The audio-video source: the natural proxy's videos (same seed, same video), a sound latent that the fixed
+    linear map inverts exactly, and a soundtrack whose motion (balance, loudness, pitch) and timbre (photo) a linear
+    classifier hears in held-out clips."""
+    (videos, sounds), labels = proxy.AV.dataset(512, 5)
+    assert torch.equal(videos, proxy.NATURAL.dataset(512, 5)[0]) and sounds.shape == (512, *av.SOUND_SHAPE)
+    assert 0.8 < float(sounds.std()) < 1.25  # about unit scale, as the video latent
+    wave = av.decode(sounds)
+    assert wave.shape == (512, 2, av.SAMPLES) and torch.allclose(av.encode(wave), sounds, atol=1e-5)
+    (held, held_sounds), held_y = proxy.AV.dataset(64, 6)
+    motions = len(natural.MOTIONS)
+    motion = proxy.fit_linear(av.motion_features(wave), labels % motions, motions)
+    timbre = proxy.fit_linear(av.timbre_features(wave), labels // motions, len(natural.PHOTOS))
+    held_wave = av.decode(held_sounds)
+    assert (motion(av.motion_features(held_wave)).argmax(1) == held_y % motions).float().mean() > 0.9
+    assert (timbre(av.timbre_features(held_wave)).argmax(1) == held_y // motions).float().mean() > 0.9
+    pan_right = held_y % motions == natural.MOTIONS.index("pan right")
+    energy = held_wave.pow(2)
+    late_right = energy[:, 1, -100:].sum(1) / energy[:, :, -100:].sum((1, 2))
+    assert (late_right[pan_right] > 0.7).all() and (late_right[~pan_right] < 0.7).all()  # ends on the right
+    assert proxy.AV.clips(torch.arange(2), torch.Generator().manual_seed(0), frames=1)[1] is None  # stills: silent
+
+
+def test_sound_metrics():
+    wave = av.decode(torch.randn(2, *av.SOUND_SHAPE, generator=torch.Generator().manual_seed(0)))
+    assert torch.allclose(av.snr_db(wave * 1.1, wave), torch.full((2,), 20.0), atol=1e-3)  # noise 0.1 of the signal
+    assert float(av.log_spectral_distance(wave, wave).abs().max()) == 0.0
+    assert torch.allclose(av.log_spectral_distance(2 * wave, wave), torch.full((2,), 20 * math.log10(2)), atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def av_model():
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    return proxy.load_proxy(proxy.AV.folder, data=proxy.AV)
+
+
+def test_av_proxy_passes_its_validity_bar(av_model):
+    """A fresh evaluation of the committed audio-video proxy (one sample per prompt): its video passes the
+    natural proxy's bar, its sound lies at most half-way from real sounds to noise, and the prompted motion and
+    photo are heard in at least twice chance of the samples."""
+    with open(os.path.join(proxy.AV.folder, proxy.CARD_NAME)) as f:
+        card = __import__("json").load(f)
+    assert card["valid"] and card["data"] == "av" and card["cfg"] == av.CFG and av_model.config.sound_gen
+    assert os.path.getsize(os.path.join(proxy.AV.folder, proxy.WEIGHTS_NAME)) < 4 * 2**20
+    report = proxy.av_validity(av_model)  # one sample per prompt (every other prompt would leave out two motions)
+    assert report["sound_real_motion_accuracy"] > 0.9 and report["sound_real_photo_accuracy"] > 0.9
+    assert report["sound_noise_nn_ratio"] > 1.2  # the sound metric tells noise from sound
+    assert av.is_valid(report), report
+
+
+def test_easycache_rule_at_threshold_zero_is_the_uncached_run(av_model):
+    """The benchmark's EasyCache re-implementation never skips at threshold 0 and then changes nothing; at a high
+    threshold it skips inside its window only."""
+    job = bench_sound.SoundJob(av_model, proxy.AV, 5.0, 8)
+    video, sound = job.sample(0)
+    full, (video0, sound0) = job.run(0, "easycache", 1, 0.0)
+    assert full == 8 and torch.equal(video0, video) and torch.equal(sound0, sound)
+    full, (video1, sound1) = job.run(0, "easycache", 1, 10.0)
+    assert 3 <= full < 8 and not torch.equal(sound1, sound)
+
+
+def test_joint_gate_without_sound_weight_is_the_video_gate(av_model):
+    job = bench_sound.SoundJob(av_model, proxy.AV, 5.0, 10)
+    job.sound_weight = 0.0
+    video_gate, joint = job.run(1, "video", 1, 0.3), job.run(1, "joint", 1, 0.3)
+    assert video_gate[0] == joint[0] < 10 and torch.equal(video_gate[1][1], joint[1][1])
+    job.sound_weight = 1.0
+    full, (_, sound) = job.run(1, "joint", 1, 0.3)
+    assert full != video_gate[0] and not torch.equal(sound, video_gate[1][1])  # the sound's distance decides too

@@ -12,7 +12,7 @@ def test_defaults_are_seacache_applys():
     c = SeaCacheConfig()
     assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.13, 1, 2, 1, 1)
     assert c.power is None and c.residual_storage == "compute"
-    assert c.gate == "sea_same_sigma"
+    assert c.gate == "sea_same_sigma" and c.sound_weight == 1.0
     assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
 
 
@@ -53,6 +53,8 @@ def test_the_node_writes_no_default_of_its_own():
         ("max_consecutive", -2),
         ("residual_storage", "gpu"),
         ("gate", "none"),
+        ("sound_weight", -0.5),
+        ("sound_weight", float("nan")),
     ],
 )
 def test_invalid_raises_naming_parameter(name, value):
@@ -69,6 +71,6 @@ def test_validate_after_mutation():
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"max_consecutive": -1}, {"max_consecutive": 0},
                                     {"power": 2.5}, {"residual_storage": "cpu"}, {"order": 0}, {"order": 2},
-                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}])
+                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}, {"sound_weight": 0}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

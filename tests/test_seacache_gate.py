@@ -394,3 +394,35 @@ def test_entry_points_are_not_traced_by_torch_compile():
     torch.testing.assert_close(model_call(lat), lat + 1)
     assert gate.stats.calls == 1 and gate.stats.records[0].reason == "warmup"
     torch.testing.assert_close(gate.branch_state("c").indicator, sea_filter_float32(lat, 0.5))
+
+
+@pytest.mark.parametrize("gate_name", ["sea", "sea_same_sigma"])
+def test_joint_gate_reads_the_sound_latent(gate_name):
+    """With a sound latent the distance is the weighted mean of the video's and the sound's (filtered along time,
+    dim 2, at the current sigma); with sound_weight 0, or without a sound latent, it is the video's alone."""
+    video = [_noise(), _noise() + 0.1 * _noise(seed=1)]
+    sound = [_noise((1, 4, 9, 2), seed=2), _noise((1, 4, 9, 2), seed=2) + 0.5 * _noise((1, 4, 9, 2), seed=3)]
+    sigmas = _sigmas(2)
+
+    def distance(weight, with_sound):
+        gate = SeaCacheGate(SeaCacheConfig(threshold=100.0, gate=gate_name, sound_weight=weight))
+        for step in range(2):
+            decision = gate.decide(["c"], video[step], sigmas[step], step, 4, sound=sound[step] if with_sound else None)
+            gate.commit(decision, torch.zeros(1, 1))
+        return decision.distance
+
+    video_only = distance(1.0, False)
+    assert distance(0.0, True) == pytest.approx(video_only, rel=1e-6)
+    filtered = [sea_filter_float32(s, sigmas[1], 1.0, (2,)) for s in sound]
+    sound_distance = rel_l1(filtered[1], filtered[0])
+    for weight in (1.0, 3.0):
+        assert distance(weight, True) == pytest.approx((video_only + weight * sound_distance) / (1 + weight), rel=1e-5)
+    assert sound_distance > 2 * video_only  # the sound changed more: the joint gate sees it
+
+
+def test_joint_gate_computes_when_the_sound_changes_shape():
+    gate = SeaCacheGate(SeaCacheConfig(threshold=100.0))
+    for step, frames in enumerate((9, 10)):
+        decision = gate.decide(["c"], _noise(), 0.5, step, 4, sound=_noise((1, 4, frames)))
+        gate.commit(decision, torch.zeros(1, 1))
+    assert decision.distance == float("inf") and not decision.reuse

@@ -13,7 +13,7 @@ OUTER_SAMPLE_ARGS = ("noise", "latent_image", "sampler", "sigmas", "denoise_mask
 def refuse_bad_run_inputs(args: tuple, kwargs: dict) -> None:
     """ValueError, before any model call, for a latent that is not an image or video latent, NaN/Inf in the latent,
     the noise or the sigmas, or a sigma schedule that rises. The gate decides on the first stream of an audio-video
-    latent packed by ComfyUI (``latent_shapes``, as :func:`.seams.sampling.video_stream` unpacks it), else on the
+    latent packed by ComfyUI (``latent_shapes``, as :func:`.sampling.av_streams` unpacks it), else on the
     latent itself."""
     given = {**dict(zip(OUTER_SAMPLE_ARGS, args)), **kwargs}
     latent, shapes = given["latent_image"], given.get("latent_shapes")

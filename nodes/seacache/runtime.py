@@ -48,7 +48,7 @@ from ..run_scope import run_scoped_option
 from .call import CALL_OPTION, RUN_OPTION, StackCall, branch_key
 from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
 from .run_inputs import refuse_bad_run_inputs
-from .sampling import flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
+from .sampling import av_streams, flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
 from .seams import select_seam
 from .seams.base import Seam
 
@@ -165,21 +165,22 @@ class SeaCacheRun:
 
     def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> GatedCall:
         """One call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow convention the SEA filter
-        assumes), decided. ``keys`` name the branch of each item (default: from the call's conditioning entries)."""
-        x = video_stream(base_model, x)
+        assumes), decided. ``keys`` name the branch of each item (default: from the call's conditioning entries).
+        An audio-video latent's sound stream goes to the gate with its video, both scaled alike."""
+        x, sound = av_streams(base_model, x)
         sigma = t.flatten()[:1]
         if sigma.device.type not in ("cuda", "cpu"):  # float64 not everywhere (MPS): two reads, sigma read here
             sigma = float(sigma)
             scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
-            latent = x if scale == 1.0 else x * scale
+            flow = lambda v: v if scale == 1.0 else v * scale  # noqa: E731
         else:  # the gate reads sigma and distances in one transfer
             scale, filter_sigma = flow_scale_and_sigma_on_device(base_model.model_sampling, sigma)
-            latent = scaled(x, scale)
+            flow = lambda v: scaled(v, scale)  # noqa: E731
         with self.lock:
             if self.session.schedule.sigmas is None and transformer_options.get("sample_sigmas") is not None:
                 self.session.set_schedule(transformer_options["sample_sigmas"])
             keys = keys if keys is not None else self.branch_keys(transformer_options, x.shape[0])
-        return self.session.start_call(latent, sigma, keys, filter_sigma)
+        return self.session.start_call(flow(x), sigma, keys, filter_sigma, None if sound is None else flow(sound))
 
     def count_guidance_call(self) -> None:
         """Count one guidance call (it ran plain)."""

@@ -48,12 +48,21 @@ def scaled(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return (x.to(compute) * scale.to(compute)).to(x.dtype)
 
 
-def video_stream(base_model, x: torch.Tensor) -> torch.Tensor:
-    """The first (video) stream of a model call's latent that ComfyUI's sampler packed from an audio-video latent
-    (``[B, 1, N]``, the streams' shapes in ``base_model.latent_shapes``), else ``x`` itself. The gate decides on
-    the video, as diffusers and vLLM-Omni do for joint audio-video models."""
+def av_streams(base_model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(video, sound)`` of a model call's latent that ComfyUI's sampler packed from a video and a sound latent
+    (``[B, 1, N]``, the two streams' shapes in ``base_model.latent_shapes``: Cosmos3's sound ``[B, C, T]``, LTX-2's
+    audio ``[B, C, T, F]``, time on dim 2 as the joint gate filters it), else ``(x, None)``. The gate reads the
+    video, and the sound too (``SeaCacheConfig.sound_weight``, docs/quality.md, Sound)."""
     shapes = getattr(base_model, "latent_shapes", None)
     if shapes is None or len(shapes) < 2 or x.ndim != 3:
-        return x
-    video = tuple(shapes[0])
-    return x[:, :, : math.prod(video[1:])].reshape(x.shape[0], *video[1:])
+        return x, None
+    cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
+    video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
+    if len(shapes) != 2 or len(shapes[1]) < 3:
+        return video, None
+    return video, x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
+
+
+def video_stream(base_model, x: torch.Tensor) -> torch.Tensor:
+    """The first (video) stream of a model call's latent (see :func:`av_streams`), else ``x`` itself."""
+    return av_streams(base_model, x)[0]

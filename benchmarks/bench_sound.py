@@ -1,0 +1,250 @@
+"""What a step cache does to the sound of an audio-video model, measured on the trained audio-video proxy
+(``benchmarks/proxy_av``: a tiny Cosmos3 with ``sound_gen``; not Cosmos3-Nano).
+
+For each prompt/seed pair the proxy samples its video and sound once uncached and once per variant and setting with
+the same noise; at the same number of full calls (``steps / 1.8``, interpolated per pair between two settings as in
+``bench_quality``) it reports the sound latent's relative L2 error, the decoded waveform's SNR and log-spectral
+distance (the proxy's sound latent is an exactly invertible linear map of the waveform, ``proxy_av.decode``), and the
+video latent's error. Variants:
+
+- ``video gate``: SeaCache's gate on the video latent only (the behaviour before the joint gate: the sound tokens
+  ride in the cached stack residual, the gate never reads them), ``SeaCacheConfig(sound_weight=0)`` with SeaCache
+  Apply's Cosmos3 defaults: ``gate="sea_same_sigma"``, residual order 2 (``--gate``, ``--order``);
+- ``joint gate``: the same gate reading video and sound, ``SeaCacheConfig(sound_weight=1)``
+  (``--sound-weight``): the weighted mean of the video's distance and the relative L1 distance of the sound
+  latents filtered along their time axis at the current sigma (``seacache_core.indicator.WithSound``);
+- ``EasyCache``: ComfyUI core EasyCache's rule re-implemented here on the whole model call (not driven through
+  ComfyUI): the cumulative predicted output change, read from the video only (its first, cond item, subsampled
+  8x in space), against the threshold inside its default window (15 % to 95 % of the schedule); a skipped call
+  returns its input plus the last computed output-minus-input of each stream (order-0 reuse, sound included);
+- ``evenly spaced``: a fixed set of evenly spaced steps, the stack residual extrapolated (order 1) in between.
+
+The SEA gates and evenly spaced skipping cache the generator stack through ``seacache_core.SeaCacheSession`` and
+extrapolate its residual with the same order; Euler flow sampler, cond and uncond batched in one call.
+
+    python benchmarks/bench_sound.py                 # 24 pairs, 35 steps, shift 5 (the proxy's validity setting)
+    python benchmarks/bench_sound.py --quick         # CI-sized smoke run: 2 pairs, 8 steps, fixed settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from benchmarks import bench_quality as quality  # noqa: E402
+from benchmarks import proxy_av as av  # noqa: E402
+from benchmarks import train_proxy as proxy  # noqa: E402
+from cosmos3 import reference_sigmas  # noqa: E402
+from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
+from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
+
+GATES = ("video", "joint", "easycache", "even")
+LABELS = {"video": "video gate (sound_weight 0)", "joint": "joint gate (sound_weight 1)", "easycache": "EasyCache rule",
+          "even": "evenly spaced"}
+QUICK_SETTINGS = {"video": (0.05, 0.3), "joint": (0.05, 0.3), "easycache": (0.05, 0.2)}
+EASYCACHE_WINDOW = (0.15, 0.95)  # ComfyUI EasyCache's default start_percent / end_percent
+EASYCACHE_SUBSAMPLE = 8  # its default subsample_factor
+
+
+class EasyCacheModel:
+    """ComfyUI EasyCache's rule around a whole audio-video model call (a callable with the transformer's
+    signature): see the module docstring. ``full`` counts the calls that ran the model."""
+
+    def __init__(self, model, shift: float, threshold: float):
+        self.model, self.threshold, self.full = model, threshold, 0
+        shifted = lambda t: shift * t / (1 + (shift - 1) * t)  # noqa: E731  (ComfyUI's percent_to_sigma, flow)
+        self.start_sigma, self.end_sigma = shifted(1 - EASYCACHE_WINDOW[0]), shifted(1 - EASYCACHE_WINDOW[1])
+        self.rate = self.x_prev = self.out_prev = self.out_norm = self.diffs = None
+        self.cumulative = 0.0
+
+    def _sub(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:1, ..., ::EASYCACHE_SUBSAMPLE, ::EASYCACHE_SUBSAMPLE]  # the first (cond) item, subsampled
+
+    def __call__(self, x, timestep, *args, sound=None, **kwargs):
+        sigma = float(timestep[0])
+        if sigma <= self.end_sigma:  # past its window: computed, state untouched
+            self.full += 1
+            return self.model(x, timestep, *args, sound=sound, **kwargs)
+        change = None
+        if sigma <= self.start_sigma:
+            if self.x_prev is not None:
+                change = float((self._sub(x) - self.x_prev).abs().mean())
+            if self.out_norm is not None and self.rate is not None:
+                self.cumulative += self.rate * change / self.out_norm
+                if self.cumulative < self.threshold and self.diffs is not None:
+                    return x + self.diffs[0], sound + self.diffs[1]
+                self.cumulative = 0.0
+        out, out_sound = self.model(x, timestep, *args, sound=sound, **kwargs)
+        self.full += 1
+        if self.out_norm is not None and change is not None:
+            self.rate = float((self._sub(out) - self.out_prev).abs().mean()) / change
+        self.diffs = (out - x, out_sound - sound)
+        self.x_prev, self.out_prev, self.out_norm = self._sub(x), self._sub(out), float(out.abs().mean())
+        return out, out_sound
+
+
+class SoundJob(quality.Job):
+    """The audio-video proxy at one shift: ``sample`` and ``run`` give (video, sound) pairs."""
+
+    sound_weight: float = 1.0
+    gate: str = "sea_same_sigma"
+
+    def sample(self, p: int, stack=None, model=None):
+        label, seed = self.pair(p)
+        return proxy.sample_av(model or self.model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
+                               data=self.data)
+
+    def run(self, p: int, gate: str, order: int, setting: float):
+        """(full calls, (video, sound)) of one variant; ``setting`` is the threshold, or the count for "even"."""
+        if gate == "even":
+            return super().run(p, gate, order, setting)
+        if gate == "easycache":
+            wrapped = EasyCacheModel(self.model, self.shift, setting)
+            out = self.sample(p, model=wrapped)
+            return wrapped.full, out
+        weight = 0.0 if gate == "video" else self.sound_weight
+        session = SeaCacheSession(SeaCacheConfig(threshold=setting, order=order, gate=self.gate, sound_weight=weight))
+        session.set_schedule(reference_sigmas(self.steps, self.shift))
+        out = self.sample(p, SeaCachedCosmos3(self.model, session))
+        full = session.stats.ran
+        session.release()
+        return full, out
+
+
+METRICS = ("sound", "nsr", "lsd", "video")
+
+
+def measure(out, reference) -> dict[str, float]:
+    """Per pair: the sound latent's and the video's relative L2 errors, the decoded sound's noise-to-signal power
+    ratio (SNR = -10 log10 of it) and log-spectral distance (dB), against the uncached sample."""
+    (video, sound), (ref_video, ref_sound) = out, reference
+    wave, ref_wave = av.decode(sound), av.decode(ref_sound)
+    return {
+        "sound": float((sound - ref_sound).norm() / ref_sound.norm()),
+        "nsr": float(10 ** (-av.snr_db(wave, ref_wave)[0] / 10)),
+        "lsd": float(av.log_spectral_distance(wave, ref_wave)[0]),
+        "video": float((video - ref_video).norm() / ref_video.norm()),
+    }
+
+
+def sweep(job: SoundJob, name: str, pairs: range, settings: dict, order: int, log=print) -> list[dict]:
+    """Every variant at its two settings on ``pairs`` (residual ``order``; EasyCache: its own order 0): rows with
+    per-pair full calls and metrics."""
+    target = job.steps / quality.SPEEDUP
+    rows = []
+    for gate in GATES:
+        points = (float(math.floor(target)), float(math.floor(target) + 1)) if gate == "even" else settings[gate]
+        rows += [dict(section=name, gate=gate, order=order, setting=s, full=[], **{m: [] for m in METRICS})
+                 for s in points]
+    start = time.time()
+    for p in pairs:
+        reference = job.sample(p)
+        for row in rows:
+            full, out = job.run(p, row["gate"], order, row["setting"])
+            row["full"].append(full)
+            for metric, value in measure(out, reference).items():
+                row[metric].append(value)
+        log(f"pair {p} done ({time.time() - start:.0f} s)")
+    return rows
+
+
+def at_target(rows: list[dict], steps: int) -> dict[str, dict[str, list[float]]]:
+    """Per gate and metric each pair's value at ``steps / 1.8`` full calls (``bench_quality.matched``: log
+    interpolation, which for the noise-to-signal ratio is linear in dB)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for metric in METRICS:
+        matched = quality.matched([{**r, "error": r[metric]} for r in rows], {rows[0]["section"]: steps})
+        for (_, gate, _), values in matched.items():
+            out.setdefault(gate, {})[metric] = values
+    return out
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and 95 % half-width (1.96 standard errors) over pairs."""
+    n = len(values)
+    mean = sum(values) / n
+    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
+    return mean, half
+
+
+def table(rows: list[dict], steps: int) -> str:
+    """The printed comparison: per variant the full calls of its two settings, at the 1.8x point the geometric-mean
+    sound latent error [95 % CI], SNR and log-spectral distance (mean +- 95 % half-width), the sound error's
+    paired ratio to the video gate's, and the video latent error."""
+    values = at_target(rows, steps)
+    pairs = len(rows[0]["full"])
+    full: dict[str, list[float]] = {}
+    for r in rows:
+        full.setdefault(r["gate"], []).append(sum(r["full"]) / pairs)
+    inside, total = quality.bracketed(rows, {rows[0]["section"]: steps})
+
+    def geometric(v):
+        g, half = mean_ci([math.log(x) for x in v])
+        return f"{math.exp(g):.4f} [{math.exp(g - half):.4f}, {math.exp(g + half):.4f}]"
+
+    lines = [
+        f"Sound under caching on the trained audio-video proxy (not Cosmos3-Nano), {rows[0]['section']}, {steps} steps, "
+        f"{pairs} prompt/seed pairs, at steps/{quality.SPEEDUP:g} = {steps / quality.SPEEDUP:.1f} full calls "
+        f"(interpolated per pair; the two runs bracket it on {inside}/{total} pair runs); errors against the uncached "
+        "sample; [95% CI] over pairs; x video gate: paired ratio of the sound error, pairs lower",
+        "| variant | full calls of the two runs | sound latent error | SNR dB | log-spectral distance dB | "
+        "x video gate (sound) | video latent error |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for gate in GATES:
+        v = values[gate]
+        snr, snr_half = mean_ci([-10 * math.log10(x) for x in v["nsr"]])
+        lsd, lsd_half = mean_ci(v["lsd"])
+        if gate == "video":
+            versus = "-"
+        else:
+            g, lo, hi, lower = quality.paired_ratio(v["sound"], values["video"]["sound"])
+            versus = f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{pairs}"
+        calls = " / ".join(f"{f:.1f}" for f in full[gate])
+        lines.append(f"| {LABELS[gate]} | {calls} | {geometric(v['sound'])} | {snr:.1f} +- {snr_half:.1f} | "
+                     f"{lsd:.2f} +- {lsd_half:.2f} | {versus} | {geometric(v['video'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CI-sized run: 2 pairs, 8 steps, fixed settings")
+    parser.add_argument("--pairs", type=int, default=None, help="prompt/seed pairs (default 24, quick 2)")
+    parser.add_argument("--steps", type=int, default=None, help="sampling steps (default 35, quick 8)")
+    parser.add_argument("--shift", type=float, default=5.0)
+    parser.add_argument("--sound-weight", type=float, default=1.0, help="the joint gate's SeaCacheConfig.sound_weight")
+    parser.add_argument("--gate", default="sea_same_sigma", choices=("sea", "sea_same_sigma"),
+                        help="the SEA gates' video distance (default: SeaCache Apply's)")
+    parser.add_argument("--order", type=int, default=2, help="residual order of the SEA gates and evenly spaced "
+                        "skipping (default: SeaCache Apply's auto on Cosmos3)")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    pairs = args.pairs or (2 if args.quick else 24)
+    steps = args.steps or (8 if args.quick else 35)
+    job = SoundJob(proxy.load_proxy(proxy.AV.folder, data=proxy.AV), proxy.AV, args.shift, steps)
+    job.sound_weight, job.gate = args.sound_weight, args.gate
+    name = f"av s{args.shift:g}"
+    log = (lambda *a: None) if args.quick else (lambda *a: print(*a, flush=True))
+    if args.quick:
+        settings = QUICK_SETTINGS
+    else:
+        settings = {}
+        for gate in QUICK_SETTINGS:
+            settings[gate] = quality.calibrate(job, gate, steps / quality.SPEEDUP, order=args.order)
+            log(f"calibrated {gate}: {settings[gate]}")
+    rows = sweep(job, name, range(pairs), settings, args.order, log)
+    print(table(rows, steps))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
