@@ -186,9 +186,10 @@ def test_stats_node_names_the_seam(comfy, pack):
     assert summary.splitlines()[-1] == "residual boundary: block stack (Flux, 4 blocks)"
 
 
-def test_gate_sees_both_streams_of_a_packed_av_latent(comfy, import_pack_module):
-    """On a latent the sampler packed from video + audio (LTX-2's shapes), the gate gets the video stream and the
-    audio stream (time on dim 2); a latent of one stream is the video alone."""
+def test_gate_sees_the_video_stream_of_a_packed_ltx2_av_latent(comfy, import_pack_module):
+    """On a latent the sampler packed from video + audio with LTX-2's shapes, the gate gets the video stream alone
+    (the joint gate is measured on Cosmos3's sound only); a Cosmos3 sound latent ``[B, C, T]`` reaches it too; a
+    latent of one stream is the video alone."""
     if tiny_comfy_models.missing("ltxav"):
         pytest.skip(tiny_comfy_models.missing("ltxav"))
     import comfy.utils
@@ -197,6 +198,10 @@ def test_gate_sees_both_streams_of_a_packed_av_latent(comfy, import_pack_module)
     video, audio = torch.randn(2, 128, 2, 4, 4), torch.randn(2, 8, 5, 16)
     packed, shapes = comfy.utils.pack_latents([video, audio])
     got_video, got_audio = av_streams(type("Base", (), {"latent_shapes": shapes})(), packed)
-    assert torch.equal(got_video, video) and torch.equal(got_audio, audio)
+    assert torch.equal(got_video, video) and got_audio is None
+    sound = torch.randn(2, 64, 5)
+    packed, shapes = comfy.utils.pack_latents([video, sound])
+    got_video, got_sound = av_streams(type("Base", (), {"latent_shapes": shapes})(), packed)
+    assert torch.equal(got_video, video) and torch.equal(got_sound, sound)
     only, none = av_streams(type("Base", (), {"latent_shapes": [video.shape]})(), video)
     assert only is video and none is None

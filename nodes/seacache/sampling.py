@@ -50,15 +50,16 @@ def scaled(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 def av_streams(base_model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(video, sound)`` of a model call's latent that ComfyUI's sampler packed from a video and a sound latent
-    (``[B, 1, N]``, the two streams' shapes in ``base_model.latent_shapes``: Cosmos3's sound ``[B, C, T]``, LTX-2's
-    audio ``[B, C, T, F]``, time on dim 2 as the joint gate filters it), else ``(x, None)``. The gate reads the
-    video, and the sound too (``SeaCacheConfig.sound_weight``, docs/quality.md, Sound)."""
+    (``[B, 1, N]``, the two streams' shapes in ``base_model.latent_shapes``), else ``(x, None)``. The gate reads the
+    video, and Cosmos3's sound ``[B, C, T]`` too (``SeaCacheConfig.sound_weight``, chosen on the trained
+    audio-video proxy: docs/quality.md, Sound). LTX-2's audio ``[B, C, T, F]`` is not handed to the gate: the joint
+    gate was not measured on it, so LTX-2 keeps the video-only gate."""
     shapes = getattr(base_model, "latent_shapes", None)
     if shapes is None or len(shapes) < 2 or x.ndim != 3:
         return x, None
     cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
     video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
-    if len(shapes) != 2 or len(shapes[1]) < 3:
+    if len(shapes) != 2 or len(shapes[1]) != 3:  # [B, C, T]: Cosmos3's sound latent
         return video, None
     return video, x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
 
