@@ -51,6 +51,10 @@ class SeaCacheConfig:
             SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
             current step's sigma, which leaves out the filter's own change along the schedule (see
             `seacache_core.indicator`).
+        speedup (`float`, defaults to `0.0`):
+            Target stack speedup of the run (calls / ran, >= 1). `0` is off: `threshold` decides. Otherwise a
+            controller sets the threshold at every step so that the run reaches this speedup by its end
+            (`seacache_core.speed`); `threshold` is then unused.
     """
 
     threshold: float = 0.25
@@ -61,6 +65,7 @@ class SeaCacheConfig:
     power: float | None = None
     residual_device: str = "compute"
     gate: str = "sea"
+    speedup: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -87,6 +92,8 @@ class SeaCacheConfig:
             raise ValueError(f"residual_device must be one of {RESIDUAL_DEVICES}, got {self.residual_device!r}")
         if self.gate not in GATES:
             raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
+        if not _is_number(self.speedup) or not (self.speedup == 0 or 1 <= self.speedup <= 100):
+            raise ValueError(f"speedup must be 0 (off: the threshold decides) or a number in 1..100, got {self.speedup!r}")
 
     def resolve_power(self, frames: int) -> float:
         """Filter exponent for a latent of `frames` frames: the configured one, else 3 (video) or 2 (image)."""

@@ -15,6 +15,7 @@ import torch
 
 from .config import SeaCacheConfig
 from .gate import SeaCacheGate
+from .speed import SpeedController
 from .stats import RunStats
 
 
@@ -33,6 +34,8 @@ class SeaCacheSession:
     def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0):
         validate_window(start_percent, end_percent)
         self.gate = SeaCacheGate(config)
+        if config.speedup:
+            self.gate.speed = SpeedController(config, self.reuse_allowed)
         self.start_percent = start_percent
         self.end_percent = end_percent
         self.schedule: list[float] | None = None
@@ -111,7 +114,11 @@ class SeaCacheSession:
         """JSON report of the run for displays (Stats node, browser, demo): the statistics plus the run's
         status ("completed"/"failed"), threshold, step count and text summary."""
         report = self.stats.to_dict()
-        report.update(status=status, threshold=self.gate.config.threshold, steps=self.steps, summary=self.stats.summary())
+        summary = self.stats.summary()
+        if self.gate.speed is not None:
+            summary += "\n" + self.gate.speed.summary(self.stats.calls, self.stats.ran)
+        report.update(status=status, threshold=self.gate.config.threshold, steps=self.steps, summary=summary,
+                      speedup_target=self.gate.config.speedup or None)
         return report
 
     def release(self) -> None:

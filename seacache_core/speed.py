@@ -1,0 +1,128 @@
+"""Speed as a setting: a controller that sets the gate's threshold at every step so that a run's stack calls reach
+a target speedup (calls / ran) by its end (``SeaCacheConfig.speedup``; docs/algorithm.md §5).
+
+At each free decision (no forced compute) the controller plans the rest of the run: it replays the gate's own rule
+over the remaining steps (warmup, end, max_consecutive and the reuse window force computes exactly as in
+:func:`.branch.forced_reason`), with this step's measured distance and, for the steps ahead, the mean of the
+distances measured so far, and takes the lowest threshold whose plan fits the calls left to run. Replanning at
+every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
+and calls the plan did not foresee (repeats, off-schedule evaluations, fallbacks) come out of the same budget.
+Host floats only, so a run's decisions are deterministic. The plan uses every call the budget allows, so reuse
+spreads over the run the way a fixed threshold spreads it, in proportion to the measured distances.
+
+Where the forced computes alone need more calls than the target allows, the controller reuses wherever it may,
+warns once per run and says so in the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+_SEARCH_ITERATIONS = 40
+
+
+@dataclass
+class _CallTrack:
+    """What the controller saw of one call stream (the calls with one set of branch keys: cond and uncond batched,
+    or each of them, or one context window)."""
+
+    calls: int = 0
+    ran: int = 0
+    distances: list[float] = field(default_factory=list)
+
+
+class SpeedController:
+    """The threshold of each step for a target speedup; one per run, fed by the gate (:meth:`threshold` at a free
+    decision, :meth:`observe` at every commit). ``reuse_allowed(step)`` says whether a step lies in the reuse window
+    (None: everywhere)."""
+
+    def __init__(self, config, reuse_allowed: Callable[[int], bool] | None = None):
+        self.config, self.target = config, float(config.speedup)
+        self.reuse_allowed = reuse_allowed or (lambda step: True)
+        self._tracks: dict[tuple, _CallTrack] = {}
+        self.best: float | None = None  # the highest speedup the forced computes allow (known after the first call)
+
+    def _forced(self, step: int, num_steps: int, consecutive: int) -> bool:
+        """Whether the gate's rule computes ``step`` whatever the distance (the order of ``forced_reason``)."""
+        config = self.config
+        return (
+            step < config.warmup_steps
+            or step >= num_steps - config.end_steps
+            or (config.max_consecutive != -1 and consecutive >= config.max_consecutive)
+            or not self.reuse_allowed(step)
+        )
+
+    def _plan(self, threshold: float, step: int, num_steps: int, accumulated: float, consecutive: int,
+              ahead: float) -> int:
+        """Stack runs the gate's rule makes from ``step`` to the end at ``threshold``: ``accumulated`` is this
+        step's accumulated distance (+inf computes it), ``ahead`` the distance predicted for each later step."""
+        ran = 0
+        for k in range(step, num_steps):
+            if k > step:
+                if self._forced(k, num_steps, consecutive):
+                    ran, accumulated, consecutive = ran + 1, 0.0, 0
+                    continue
+                accumulated += ahead
+            if accumulated < threshold:
+                consecutive += 1
+            else:
+                ran, accumulated, consecutive = ran + 1, 0.0, 0
+        return ran
+
+    def _check_reachable(self, num_steps: int) -> None:
+        """Once per run: the highest speedup the forced computes allow; warn when the target lies above it."""
+        if self.best is not None:
+            return
+        ran = self._plan(math.inf, 0, num_steps, math.inf, 0, 0.0)  # step 0 always computes (no history)
+        self.best = num_steps / max(ran, 1)
+        if self.target > self.best * (1.0 + 1e-9):
+            logger.warning("SeaCache: speedup %.2fx is out of reach; warmup, end and max_consecutive leave at most "
+                           "%.2fx over %d steps (lower the target or relax them).", self.target, self.best, num_steps)
+
+    def threshold(self, call: tuple[Hashable, ...], step: int, num_steps: int, accumulated: float,
+                  consecutive: int) -> float:
+        """The threshold for a free decision of the call stream ``call`` at ``step``: ``accumulated`` is the call's
+        accumulated distance including this step's (the maximum over its branches), ``consecutive`` its reuses in
+        a row. The lowest threshold whose plan of the remaining steps fits the budget; +inf when none does."""
+        self._check_reachable(num_steps)
+        if not math.isfinite(accumulated):
+            return math.inf  # a changed input: the gate computes whatever the threshold
+        track = self._tracks.setdefault(call, _CallTrack())
+        measured = [d for d in track.distances if math.isfinite(d)]
+        ahead = sum(measured) / len(measured) if measured else 0.0
+        total = track.calls + (num_steps - step)  # every later step one call
+        budget = math.floor(total / self.target + 0.5) - track.ran
+        plan = lambda threshold: self._plan(threshold, step, num_steps, accumulated, consecutive, ahead)  # noqa: E731
+        if plan(0.0) <= budget:
+            return 0.0  # the budget runs every remaining step
+        if plan(math.inf) > budget:
+            return math.inf  # out of reach: reuse wherever the gate may
+        low, high = 0.0, max(accumulated, ahead, 1e-6)
+        while plan(high) > budget:
+            low, high = high, high * 2.0
+        for _ in range(_SEARCH_ITERATIONS):
+            middle = 0.5 * (low + high)
+            low, high = (middle, high) if plan(middle) > budget else (low, middle)
+        return high
+
+    def observe(self, call: tuple[Hashable, ...], distance: float | None, computed: bool) -> None:
+        """Count one committed call of the stream ``call``; ``distance`` its measured distance (None where none)."""
+        track = self._tracks.setdefault(call, _CallTrack())
+        track.calls += 1
+        track.ran += computed
+        if distance is not None:
+            track.distances.append(distance)
+
+    def summary(self, calls: int, ran: int) -> str:
+        """One line for the report: the target, what the run reached, and whether the forced computes allowed it."""
+        reached = calls / ran if ran else 1.0
+        line = f"speedup target {self.target:.2f}x, reached {reached:.2f}x"
+        if self.best is not None and self.target > self.best * (1.0 + 1e-9):
+            line += (f" (out of reach: warmup, end and max_consecutive allow at most {self.best:.2f}x; "
+                     "lower the target or relax them)")
+        return line
