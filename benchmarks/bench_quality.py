@@ -333,7 +333,7 @@ def curve_table(title: str, rows: list[dict], steps: int) -> str:
 
 
 SPEED_TARGETS = (1.5, 1.8, 2.0)
-SPEED_GRID = tuple(round(0.005 * 1.3**i, 5) for i in range(20))  # threshold mode's settings (0.005 .. 0.73)
+SPEED_GRID = tuple(round(0.015 * 1.5**i, 4) for i in range(9))  # threshold mode's settings (0.015 .. 0.38)
 
 
 def at_calls(runs: list[tuple[int, float]], calls: float) -> tuple[float, bool]:

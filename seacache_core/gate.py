@@ -353,7 +353,7 @@ class SeaCacheGate:
             for plan in decision.branches
         }
         if self.speed is not None:
-            self.speed.observe(tuple(plan.key for plan in decision.branches), decision.distance, computed)
+            self.speed.observe(tuple(plan.key for plan in decision.branches), decision.step, decision.distance, computed)
         self._stats.append(
             StepRecord(decision.step, decision.sigma, decision.distance, decision.accumulated, kind, reason, branches)
         )

@@ -29,10 +29,14 @@ def validate_window(start_percent: float, end_percent: float) -> None:
 
 class SeaCacheSession:
     """Gate, schedule and reuse window of one run. ``start_percent``/``end_percent`` bound the fraction of
-    the schedule's steps (step / steps) where reuse is allowed; evaluations off the schedule always compute."""
+    the schedule's steps (step / steps) where reuse is allowed; evaluations off the schedule always compute.
+    ``flow_sigma`` maps a schedule sigma to the flow convention (for the speed controller's prediction; None: the
+    schedule already is one)."""
 
-    def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0):
+    def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0,
+                 flow_sigma: Callable[[float], float] | None = None):
         validate_window(start_percent, end_percent)
+        self.flow_sigma = flow_sigma or float  # a schedule sigma in the flow convention (identity: flow models)
         self.gate = SeaCacheGate(config)
         if config.speedup:
             self.gate.speed = SpeedController(config, self.reuse_allowed)
@@ -54,6 +58,8 @@ class SeaCacheSession:
         """The run's sigma schedule, ``steps + 1`` values ending at the final sigma."""
         values = sigmas.flatten().tolist() if isinstance(sigmas, torch.Tensor) else list(sigmas)
         self.schedule = [float(s) for s in values]
+        if self.gate.speed is not None:
+            self.gate.speed.set_schedule([self.flow_sigma(s) for s in self.schedule])
 
     def step_of(self, sigma: float) -> int | None:
         """Index of ``sigma`` among the schedule's steps, or None for an evaluation off the schedule."""

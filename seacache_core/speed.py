@@ -3,8 +3,11 @@ a target speedup (calls / ran) by its end (``SeaCacheConfig.speedup``; docs/algo
 
 At each free decision (no forced compute) the controller plans the rest of the run: it replays the gate's own rule
 over the remaining steps (warmup, end, max_consecutive and the reuse window force computes exactly as in
-:func:`.branch.forced_reason`), with this step's measured distance and, for the steps ahead, the mean of the
-distances measured so far, and takes the lowest threshold whose plan fits the calls left to run. Replanning at
+:func:`.branch.forced_reason`), with this step's measured distance and a prediction of the distances ahead, and
+takes the lowest threshold whose plan fits the calls left to run. The prediction is feedforward from the schedule:
+each step's log-SNR step ``(s_prev - s) / (s (1 - s))`` in the flow convention, which follows the measured
+distances' shape along the run (large first and last steps) far better than a constant does, scaled by the ratio
+of measured to predicted distance over the last few steps. Replanning at
 every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
 and calls the plan did not foresee (repeats, off-schedule evaluations, fallbacks) come out of the same budget.
 Host floats only, so a run's decisions are deterministic. The plan uses every call the budget allows, so reuse
@@ -24,6 +27,17 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 _SEARCH_ITERATIONS = 40
+_RECENT = 2  # steps whose measured / predicted distance ratio scales the prediction ahead
+
+
+def log_snr_steps(flow_sigmas) -> list[float]:
+    """Per step of a schedule in the flow convention (``steps + 1`` sigmas), its log-SNR step
+    ``(s[k-1] - s[k]) / (s[k] (1 - s[k]))``, the shape the gate's distances follow (step 0 has none: 0)."""
+    steps = []
+    for k in range(len(flow_sigmas) - 1):
+        s = min(max(flow_sigmas[k], 1e-6), 1 - 1e-6)
+        steps.append(0.0 if k == 0 else max(flow_sigmas[k - 1] - flow_sigmas[k], 0.0) / (s * (1 - s)))
+    return steps
 
 
 @dataclass
@@ -33,19 +47,28 @@ class _CallTrack:
 
     calls: int = 0
     ran: int = 0
-    distances: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)  # measured / predicted distance of each step measured
 
 
 class SpeedController:
     """The threshold of each step for a target speedup; one per run, fed by the gate (:meth:`threshold` at a free
     decision, :meth:`observe` at every commit). ``reuse_allowed(step)`` says whether a step lies in the reuse window
-    (None: everywhere)."""
+    (None: everywhere); :meth:`set_schedule` gives the schedule in the flow convention (without it every step is
+    predicted alike)."""
 
     def __init__(self, config, reuse_allowed: Callable[[int], bool] | None = None):
         self.config, self.target = config, float(config.speedup)
         self.reuse_allowed = reuse_allowed or (lambda step: True)
+        self.shape: list[float] | None = None
         self._tracks: dict[tuple, _CallTrack] = {}
         self.best: float | None = None  # the highest speedup the forced computes allow (known after the first call)
+
+    def set_schedule(self, flow_sigmas) -> None:
+        """The run's schedule in the flow convention (``steps + 1`` sigmas): the shape of the prediction."""
+        self.shape = log_snr_steps(list(flow_sigmas))
+
+    def _shape(self, step: int) -> float:
+        return 1.0 if self.shape is None or step >= len(self.shape) else self.shape[step]
 
     def _forced(self, step: int, num_steps: int, consecutive: int) -> bool:
         """Whether the gate's rule computes ``step`` whatever the distance (the order of ``forced_reason``)."""
@@ -58,16 +81,16 @@ class SpeedController:
         )
 
     def _plan(self, threshold: float, step: int, num_steps: int, accumulated: float, consecutive: int,
-              ahead: float) -> int:
+              ahead: list[float]) -> int:
         """Stack runs the gate's rule makes from ``step`` to the end at ``threshold``: ``accumulated`` is this
-        step's accumulated distance (+inf computes it), ``ahead`` the distance predicted for each later step."""
+        step's accumulated distance (+inf computes it), ``ahead[k - step - 1]`` the distance predicted for step k."""
         ran = 0
         for k in range(step, num_steps):
             if k > step:
                 if self._forced(k, num_steps, consecutive):
                     ran, accumulated, consecutive = ran + 1, 0.0, 0
                     continue
-                accumulated += ahead
+                accumulated += ahead[k - step - 1]
             if accumulated < threshold:
                 consecutive += 1
             else:
@@ -78,7 +101,7 @@ class SpeedController:
         """Once per run: the highest speedup the forced computes allow; warn when the target lies above it."""
         if self.best is not None:
             return
-        ran = self._plan(math.inf, 0, num_steps, math.inf, 0, 0.0)  # step 0 always computes (no history)
+        ran = self._plan(math.inf, 0, num_steps, math.inf, 0, [0.0] * num_steps)  # step 0 always computes (no history)
         self.best = num_steps / max(ran, 1)
         if self.target > self.best * (1.0 + 1e-9):
             logger.warning("SeaCache: speedup %.2fx is out of reach; warmup, end and max_consecutive leave at most "
@@ -93,8 +116,9 @@ class SpeedController:
         if not math.isfinite(accumulated):
             return math.inf  # a changed input: the gate computes whatever the threshold
         track = self._tracks.setdefault(call, _CallTrack())
-        measured = [d for d in track.distances if math.isfinite(d)]
-        ahead = sum(measured) / len(measured) if measured else 0.0
+        recent = track.ratios[-_RECENT:]
+        scale = math.exp(sum(map(math.log, recent)) / len(recent)) if recent else 0.0
+        ahead = [scale * self._shape(k) for k in range(step + 1, num_steps)]
         total = track.calls + (num_steps - step)  # every later step one call
         budget = math.floor(total / self.target + 0.5) - track.ran
         plan = lambda threshold: self._plan(threshold, step, num_steps, accumulated, consecutive, ahead)  # noqa: E731
@@ -102,7 +126,7 @@ class SpeedController:
             return 0.0  # the budget runs every remaining step
         if plan(math.inf) > budget:
             return math.inf  # out of reach: reuse wherever the gate may
-        low, high = 0.0, max(accumulated, ahead, 1e-6)
+        low, high = 0.0, max(accumulated, *ahead, 1e-6)
         while plan(high) > budget:
             low, high = high, high * 2.0
         for _ in range(_SEARCH_ITERATIONS):
@@ -110,13 +134,14 @@ class SpeedController:
             low, high = (middle, high) if plan(middle) > budget else (low, middle)
         return high
 
-    def observe(self, call: tuple[Hashable, ...], distance: float | None, computed: bool) -> None:
-        """Count one committed call of the stream ``call``; ``distance`` its measured distance (None where none)."""
+    def observe(self, call: tuple[Hashable, ...], step: int | None, distance: float | None, computed: bool) -> None:
+        """Count one committed call of the stream ``call`` at ``step``; ``distance`` its measured distance (None
+        where none)."""
         track = self._tracks.setdefault(call, _CallTrack())
         track.calls += 1
         track.ran += computed
-        if distance is not None:
-            track.distances.append(distance)
+        if step is not None and distance is not None and math.isfinite(distance) and distance > 0 and self._shape(step) > 0:
+            track.ratios.append(distance / self._shape(step))
 
     def summary(self, calls: int, ran: int) -> str:
         """One line for the report: the target, what the run reached, and whether the forced computes allowed it."""
