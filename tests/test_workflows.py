@@ -36,7 +36,7 @@ FLUX = "flux_t2i_seacache.json"
 LTX2 = "ltx2_t2v_sound_seacache.json"
 ANYMODEL = [WAN, FLUX]
 ALL = WORKFLOWS + list(FAMILY) + [SOUND_T2V] + ANYMODEL + [LTX2]
-APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma"]  # SeaCache Apply's documented defaults
+APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma", 0.0]  # SeaCache Apply's documented defaults
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 SIZE_NODES = ("SeaCacheCosmos3EmptyLatentVideo", "SeaCacheCosmos3ImageToVideo", "SeaCacheCosmos3EmptyAVLatent")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
@@ -108,7 +108,7 @@ def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
     assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache_apply.py"
-    expected = APPLY_DEFAULTS[:-2] + ["cpu", APPLY_DEFAULTS[-1]] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
+    expected = [("cpu" if value == "compute device" and name == WAN else value) for value in APPLY_DEFAULTS]  # 12 GB card: residuals on the CPU
     assert apply["widgets_values"] == expected
 
 
