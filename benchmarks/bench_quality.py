@@ -23,6 +23,8 @@ target and paired ratios (geometric mean and 95 % interval over the pairs, pairs
     python benchmarks/bench_quality.py --thresholds t.json --shard 0/2 --save a.json &
     python benchmarks/bench_quality.py --thresholds t.json --shard 1/2 --save b.json
     python benchmarks/bench_quality.py --merge a.json b.json
+    # the speedup setting against the threshold mode at the same full calls (targets 1.5, 1.8, 2.0; --merge as above)
+    python benchmarks/bench_quality.py --speedup --gate sea_same_sigma --save s.json
 
 Every gate runs through ``seacache_core.SeaCacheSession`` (the code that ships); evenly spaced skipping uses
 the same residual history and extrapolation. Euler flow sampler, cond and uncond batched in one call.
@@ -408,15 +410,17 @@ def make_jobs(proxies: list[str], shifts, steps: int) -> dict[str, Job]:
 
 
 def merge_rows(paths: list[str]) -> list[dict]:
-    """Rows of several saved shards joined: per-pair values concatenated, row order of the first shard."""
+    """Rows of several saved runs (shards of pairs, or separate proxies/shifts) joined: rows with the same settings
+    get their per-pair values concatenated; row order of first appearance."""
     merged: dict[tuple, dict] = {}
     for path in paths:
         with open(path) as f:
             for row in json.load(f):
-                key = (row["section"], row["gate"], row["order"], row["setting"])
+                key = tuple((k, v) for k, v in row.items() if not isinstance(v, list))
                 if key in merged:
-                    merged[key]["full"] += row["full"]
-                    merged[key]["error"] += row["error"]
+                    for k, v in row.items():
+                        if isinstance(v, list):
+                            merged[key][k] += v
                 else:
                     merged[key] = row
     return list(merged.values())
@@ -452,7 +456,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cfg = {f"{n} s{s:g}": proxy.SOURCES[n].cfg for n in proxy.SOURCES for s in shifts}
     if args.merge:
         rows = merge_rows(args.merge)
-        print(table(rows, {r["section"]: steps for r in rows}, cfg))
+        if "target" in rows[0]:  # rows of --speedup
+            print(speed_table(rows, steps, args.gate, args.order))
+        else:
+            print(table(rows, {r["section"]: steps for r in rows}, cfg))
         return rows
     jobs = make_jobs(args.proxies, shifts, steps)
     if args.instrument:

@@ -402,7 +402,9 @@ def test_converted_prompt(session, name):
     prompt = wr.to_api_prompt(session, workflow, overrides())
     assert {entry["class_type"] for entry in prompt.values()} == {n["type"] for n in workflow["nodes"]} - {"MarkdownNote"}
     by_type = {entry["class_type"]: entry["inputs"] for entry in prompt.values()}
-    apply_defaults = {name: spec[1]["default"] for name, spec in session.node("SeaCacheApply").INPUT_TYPES()["required"].items() if name != "model"}
+    apply_inputs = session.node("SeaCacheApply").INPUT_TYPES()
+    apply_defaults = {name: spec[1]["default"] for name, spec in {**apply_inputs["required"], **apply_inputs.get("optional", {})}.items()
+                      if name != "model"}
     assert {k: v for k, v in by_type["SeaCacheApply"].items() if k != "model"} == apply_defaults
     assert by_type["RandomNoise"] == {"noise_seed": only(workflow, "RandomNoise")["widgets_values"][0]}
     assert by_type["SamplerCustomAdvanced"]["latent_image"][1] == (0 if name == T2V else 2)
