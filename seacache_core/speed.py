@@ -7,8 +7,7 @@ over the remaining steps (warmup, end, max_consecutive and the reuse window forc
 takes the lowest threshold whose plan fits the calls left to run. The prediction is feedforward from the schedule:
 each step's log-SNR step ``(s_prev - s) / (s (1 - s))`` in the flow convention, which follows the measured
 distances' shape along the run (large first and last steps) far better than a constant does, scaled by the ratio
-of measured to predicted distance over the last few steps. Replanning at
-every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
+of measured to predicted distance over the last two steps. Replanning at every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
 and calls the plan did not foresee (repeats, off-schedule evaluations, fallbacks) come out of the same budget.
 Host floats only, so a run's decisions are deterministic. The plan uses every call the budget allows, so reuse
 spreads over the run the way a fixed threshold spreads it, in proportion to the measured distances.
