@@ -6,8 +6,10 @@ over the remaining steps (warmup, end, max_consecutive and the reuse window forc
 :func:`.branch.forced_reason`), with this step's measured distance and a prediction of the distances ahead, and
 takes the lowest threshold whose plan fits the calls left to run. The prediction is feedforward from the schedule:
 each step's log-SNR step ``(s_prev - s) / (s (1 - s))`` in the flow convention, which follows the measured
-distances' shape along the run (large first and last steps) far better than a constant does, scaled by the ratio
-of measured to predicted distance over the last two steps. Replanning at every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
+distances' shape along the run (large first and last steps) far better than a constant does, scaled by the measured
+/ predicted ratio of the last two steps and raised along that ratio's slope over the last three steps where it
+rises (at most 2x): underpredicting the distances ahead starves the last steps, where they grow fastest on smooth
+content, while overpredicting only holds calls back for later. Replanning at every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
 and calls the plan did not foresee (repeats, off-schedule evaluations, fallbacks) come out of the same budget.
 Host floats only, so a run's decisions are deterministic. The plan uses every call the budget allows, so reuse
 spreads over the run the way a fixed threshold spreads it, in proportion to the measured distances.
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 _SEARCH_ITERATIONS = 40
-_RECENT = 2  # steps whose measured / predicted distance ratio scales the prediction ahead
+_MAX_RISE = math.log(2.0)  # the most the ratio's rising trend raises the prediction ahead
 
 
 def log_snr_steps(flow_sigmas) -> list[float]:
@@ -46,7 +48,7 @@ class _CallTrack:
 
     calls: int = 0
     ran: int = 0
-    ratios: list[float] = field(default_factory=list)  # measured / predicted distance of each step measured
+    ratios: list[tuple[int, float]] = field(default_factory=list)  # (step, measured / predicted distance)
 
 
 class SpeedController:
@@ -68,6 +70,21 @@ class SpeedController:
 
     def _shape(self, step: int) -> float:
         return 1.0 if self.shape is None or step >= len(self.shape) else self.shape[step]
+
+    def _ahead(self, track: _CallTrack, step: int, num_steps: int) -> list[float]:
+        """The distance predicted for each step after ``step``: the schedule's shape times the measured / predicted
+        ratio (mean log of the last two, raised along the rising slope of the last three, at most 2x)."""
+        points = track.ratios[-3:]
+        if not points:
+            return [0.0] * (num_steps - step - 1)
+        logs = [math.log(ratio) for _, ratio in points]
+        base, slope, last = sum(logs[-2:]) / len(logs[-2:]), 0.0, points[-1][0]
+        if len(points) > 1:
+            xs = [s for s, _ in points]
+            mean_x, mean_y = sum(xs) / len(xs), sum(logs) / len(logs)
+            slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, logs)) / sum((x - mean_x) ** 2 for x in xs)
+        return [math.exp(base + min(max(slope, 0.0) * (k - last), _MAX_RISE)) * self._shape(k)
+                for k in range(step + 1, num_steps)]
 
     def _forced(self, step: int, num_steps: int, consecutive: int) -> bool:
         """Whether the gate's rule computes ``step`` whatever the distance (the order of ``forced_reason``)."""
@@ -115,9 +132,7 @@ class SpeedController:
         if not math.isfinite(accumulated):
             return math.inf  # a changed input: the gate computes whatever the threshold
         track = self._tracks.setdefault(call, _CallTrack())
-        recent = track.ratios[-_RECENT:]
-        scale = math.exp(sum(map(math.log, recent)) / len(recent)) if recent else 0.0
-        ahead = [scale * self._shape(k) for k in range(step + 1, num_steps)]
+        ahead = self._ahead(track, step, num_steps)
         total = track.calls + (num_steps - step)  # every later step one call
         budget = math.floor(total / self.target + 0.5) - track.ran
         plan = lambda threshold: self._plan(threshold, step, num_steps, accumulated, consecutive, ahead)  # noqa: E731
@@ -140,7 +155,7 @@ class SpeedController:
         track.calls += 1
         track.ran += computed
         if step is not None and distance is not None and math.isfinite(distance) and distance > 0 and self._shape(step) > 0:
-            track.ratios.append(distance / self._shape(step))
+            track.ratios.append((step, distance / self._shape(step)))
 
     def summary(self, calls: int, ran: int) -> str:
         """One line for the report: the target, what the run reached, and whether the forced computes allowed it."""
