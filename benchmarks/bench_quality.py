@@ -23,6 +23,8 @@ target and paired ratios (geometric mean and 95 % interval over the pairs, pairs
     python benchmarks/bench_quality.py --thresholds t.json --shard 0/2 --save a.json &
     python benchmarks/bench_quality.py --thresholds t.json --shard 1/2 --save b.json
     python benchmarks/bench_quality.py --merge a.json b.json
+    # the speedup setting against the threshold mode at the same full calls (targets 1.5, 1.8, 2.0; --merge as above)
+    python benchmarks/bench_quality.py --speedup --gate sea_same_sigma --save s.json
 
 Every gate runs through ``seacache_core.SeaCacheSession`` (the code that ships); evenly spaced skipping uses
 the same residual history and extrapolation. Euler flow sampler, cond and uncond batched in one call.
@@ -92,9 +94,11 @@ def even_steps(steps: int, full: int) -> set[int]:
     return {round(i * (steps - 1) / (full - 1)) for i in range(full)}
 
 
-def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor) -> SeaCacheSession:
-    """A session of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule."""
-    session = SeaCacheSession(SeaCacheConfig(threshold=threshold, order=order, gate="sea" if gate == "unfiltered" else gate))
+def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor, speedup: float = 0.0) -> SeaCacheSession:
+    """A session of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule; a
+    ``speedup`` target replaces the threshold (the speed controller)."""
+    config = SeaCacheConfig(threshold=threshold, order=order, gate="sea" if gate == "unfiltered" else gate, speedup=speedup)
+    session = SeaCacheSession(config)
     if gate == "unfiltered":
         session.gate.indicator = UnfilteredIndicator()
     session.set_schedule(sigmas)
@@ -120,14 +124,15 @@ class Job:
         return proxy.sample(self.model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
                             data=self.data, frames=self.frames)
 
-    def run(self, p: int, gate: str, order: int, setting: float) -> tuple[int, torch.Tensor]:
-        """(full calls, final latent) of one variant; ``setting`` is the threshold, or the count for "even"."""
+    def run(self, p: int, gate: str, order: int, setting: float, speedup: float = 0.0) -> tuple[int, torch.Tensor]:
+        """(full calls, final latent) of one variant; ``setting`` is the threshold, or the count for "even";
+        ``speedup`` > 0 runs the gate at that target instead of the threshold."""
         sigmas = reference_sigmas(self.steps, self.shift)
         if gate == "even":
             host = EvenSkipHost(self.model, sigmas, even_steps(self.steps, int(setting)), order)
             x = self.sample(p, host)
             return host.full, x
-        session = gate_session(gate, setting, order, sigmas)
+        session = gate_session(gate, setting, order, sigmas, speedup)
         x = self.sample(p, SeaCachedCosmos3(self.model, session))
         full = session.stats.ran
         session.release()
@@ -195,6 +200,14 @@ def sweep(jobs: dict[str, Job], pairs: range, thresholds: dict, log=print) -> li
     return rows
 
 
+def interpolated(fa: float, ea: float, fb: float, eb: float, target: float) -> float:
+    """One pair's error at ``target`` full calls from two runs (full calls, error): log error linear in full calls,
+    the nearer run's error where the two do not bracket the target (never extrapolated)."""
+    la, lb = math.log(max(ea, 1e-12)), math.log(max(eb, 1e-12))
+    w = 0.5 if fa == fb else min(max((target - fa) / (fb - fa), 0.0), 1.0)
+    return math.exp(la + w * (lb - la))
+
+
 def matched(rows: list[dict], steps: dict[str, int]) -> dict[tuple, list[float]]:
     """Per (section, gate, order) each pair's error at ``steps / SPEEDUP`` full calls: log error interpolated
     linearly in full calls between the variant's two settings (the nearer setting's error where they do not
@@ -205,12 +218,7 @@ def matched(rows: list[dict], steps: dict[str, int]) -> dict[tuple, list[float]]
     out = {}
     for key, (a, b) in ((k, v[:2]) for k, v in grouped.items()):
         target = steps[key[0]] / SPEEDUP
-        errors = []
-        for fa, ea, fb, eb in zip(a["full"], a["error"], b["full"], b["error"]):
-            la, lb = math.log(max(ea, 1e-12)), math.log(max(eb, 1e-12))
-            w = 0.5 if fa == fb else min(max((target - fa) / (fb - fa), 0.0), 1.0)
-            errors.append(math.exp(la + w * (lb - la)))
-        out[key] = errors
+        out[key] = [interpolated(*values, target) for values in zip(a["full"], a["error"], b["full"], b["error"])]
     return out
 
 
@@ -328,6 +336,70 @@ def curve_table(title: str, rows: list[dict], steps: int) -> str:
     return "\n".join(lines)
 
 
+SPEED_TARGETS = (1.5, 1.8, 2.0)
+SPEED_GRID = tuple(round(0.015 * 1.5**i, 4) for i in range(9))  # threshold mode's settings (0.015 .. 0.38)
+
+
+def at_calls(runs: list[tuple[int, float]], calls: float) -> tuple[float, bool]:
+    """The threshold mode's error of one pair at ``calls`` full calls from its runs (full calls, error) over a
+    threshold grid: runs with the same calls averaged (geometric mean), then :func:`interpolated` between the two
+    counts around ``calls``; and whether they bracket it."""
+    by_calls: dict[int, list[float]] = {}
+    for full, error in runs:
+        by_calls.setdefault(full, []).append(max(error, 1e-12))
+    counts = sorted(by_calls)
+    below = max((c for c in counts if c <= calls), default=counts[0])
+    above = min((c for c in counts if c >= calls), default=counts[-1])
+    error = interpolated(below, geometric_mean(by_calls[below]), above, geometric_mean(by_calls[above]), calls)
+    return error, below <= calls <= above
+
+
+def speed_sweep(jobs: dict[str, Job], pairs: range, gate: str, order: int, targets, grid=SPEED_GRID, log=print) -> list[dict]:
+    """Per job, pair and target: the speed controller's full calls and error, and the threshold mode's error at the
+    same full calls (from a threshold grid run on the same pair). One row per job and target, per-pair values."""
+    rows = []
+    start = time.time()
+    for name, job in jobs.items():
+        section = [dict(section=name, target=t, full=[], error=[], threshold_error=[], bracketed=[]) for t in targets]
+        for p in pairs:
+            reference = job.sample(p)
+            error = lambda x: float((x - reference).norm() / reference.norm())  # noqa: E731
+            runs = [(full, error(x)) for full, x in (job.run(p, gate, order, t) for t in grid)]
+            for row in section:
+                full, x = job.run(p, gate, order, 0.0, speedup=row["target"])
+                matched_error, inside = at_calls(runs, full)
+                row["full"].append(full)
+                row["error"].append(error(x))
+                row["threshold_error"].append(matched_error)
+                row["bracketed"].append(inside)
+        rows += section
+        log(f"{name} done ({time.time() - start:.0f} s)")
+    return rows
+
+
+def speed_table(rows: list[dict], steps: int, gate: str, order: int) -> str:
+    """The speed mode against the threshold mode at the same full calls, per proxy/shift and target."""
+    pairs = len(rows[0]["full"])
+    lines = [
+        f"SeaCache speedup setting on the trained proxies: {pairs} prompt/seed pairs, {steps} steps, {LABELS[gate]} gate, "
+        f"order {order}; achieved = steps / full calls (mean, min-max over pairs); error = relative L2 of the final "
+        "latent vs uncached (geometric mean); the threshold mode's error is interpolated per pair at the full calls "
+        "the speed mode reached (threshold grid on the same pair); ratio: geometric mean of per-pair error ratios "
+        "[95% CI] and pairs where the speed mode is lower",
+        "| proxy, shift | target | achieved | pairs within 10 % | error, speed mode | error, threshold mode | speed / threshold |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        speeds = [steps / f for f in r["full"]]
+        within = sum(abs(v / r["target"] - 1) <= 0.1 for v in speeds)
+        g, lo, hi, lower = paired_ratio(r["error"], r["threshold_error"])
+        note = "" if all(r["bracketed"]) else f" ({len(speeds) - sum(r['bracketed'])} pairs outside the grid)"
+        lines.append(f"| {r['section']} | {r['target']:g}x | {sum(speeds) / len(speeds):.2f}x ({min(speeds):.2f}-{max(speeds):.2f}) | "
+                     f"{within}/{len(speeds)} | {geometric_mean(r['error']):.4f} | {geometric_mean(r['threshold_error']):.4f}{note} | "
+                     f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{len(speeds)} |")
+    return "\n".join(lines)
+
+
 def make_jobs(proxies: list[str], shifts, steps: int) -> dict[str, Job]:
     """One job per proxy and shift, named "synthetic s3" etc."""
     jobs = {}
@@ -340,15 +412,17 @@ def make_jobs(proxies: list[str], shifts, steps: int) -> dict[str, Job]:
 
 
 def merge_rows(paths: list[str]) -> list[dict]:
-    """Rows of several saved shards joined: per-pair values concatenated, row order of the first shard."""
+    """Rows of several saved runs (shards of pairs, or separate proxies/shifts) joined: rows with the same settings
+    get their per-pair values concatenated; row order of first appearance."""
     merged: dict[tuple, dict] = {}
     for path in paths:
         with open(path) as f:
             for row in json.load(f):
-                key = (row["section"], row["gate"], row["order"], row["setting"])
+                key = tuple((k, v) for k, v in row.items() if not isinstance(v, list))
                 if key in merged:
-                    merged[key]["full"] += row["full"]
-                    merged[key]["error"] += row["error"]
+                    for k, v in row.items():
+                        if isinstance(v, list):
+                            merged[key][k] += v
                 else:
                     merged[key] = row
     return list(merged.values())
@@ -373,6 +447,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--gate", default="sea", choices=GATES[:3], help="the gate of --image")
     parser.add_argument("--image", action="store_true",
                         help="threshold curves of the natural proxy on stills (images) and on videos, SEA gate, order 1")
+    parser.add_argument("--speedup", nargs="*", type=float, default=None, metavar="X",
+                        help="the speedup setting against the threshold mode at the same speed, at these targets "
+                             f"(default {' '.join(map(str, SPEED_TARGETS))}; gate from --gate, order from --order)")
+    parser.add_argument("--order", type=int, default=2, help="residual order of --speedup")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     pairs = args.pairs or (2 if args.quick else 24)
@@ -381,7 +459,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cfg = {f"{n} s{s:g}": proxy.SOURCES[n].cfg for n in proxy.SOURCES for s in shifts}
     if args.merge:
         rows = merge_rows(args.merge)
-        print(table(rows, {r["section"]: steps for r in rows}, cfg))
+        if "target" in rows[0]:  # rows of --speedup
+            print(speed_table(rows, steps, args.gate, args.order))
+        else:
+            print(table(rows, {r["section"]: steps for r in rows}, cfg))
         return rows
     jobs = make_jobs(args.proxies, shifts, steps)
     if args.instrument:
@@ -407,6 +488,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return []
     index, count = (int(v) for v in args.shard.split("/"))
     log = (lambda *a: None) if args.quick else (lambda *a: print(*a, flush=True))
+    if args.speedup is not None:
+        grid = SPEED_GRID[::4] if args.quick else SPEED_GRID
+        rows = speed_sweep(jobs, range(index, pairs, count), args.gate, args.order, args.speedup or SPEED_TARGETS, grid, log)
+        if args.save:
+            with open(args.save, "w") as f:
+                json.dump(rows, f)
+        print(speed_table(rows, steps, args.gate, args.order))
+        return rows
     thresholds = {name: QUICK_THRESHOLDS for name in jobs} if args.quick else thresholds_of(jobs, args.thresholds, log)
     rows = sweep(jobs, range(index, pairs, count), thresholds, log)
     if args.save:

@@ -62,6 +62,10 @@ class SeaCacheConfig:
             the video only. Calls without a sound latent are unaffected. On the trained audio-video proxy the joint
             gate (weight 1) lowered the sound's error at equal speed without raising the video's (docs/quality.md,
             Sound).
+        speedup (`float`, defaults to `0.0`):
+            Target stack speedup of the run (calls / ran, >= 1). `0` is off: `threshold` decides. Otherwise a
+            controller sets the threshold at every step so that the run reaches this speedup by its end
+            (`seacache_core.speed`); `threshold` is then unused.
     """
 
     threshold: float = 0.13
@@ -73,6 +77,7 @@ class SeaCacheConfig:
     residual_storage: str = "compute"
     gate: str = "sea_same_sigma"
     sound_weight: float = 1.0
+    speedup: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -102,6 +107,8 @@ class SeaCacheConfig:
         if not _is_number(self.sound_weight) or not math.isfinite(self.sound_weight) or self.sound_weight < 0:
             raise ValueError(f"sound_weight must be a finite number >= 0 (0 = the gate reads the video only), "
                              f"got {self.sound_weight!r}")
+        if not _is_number(self.speedup) or not (self.speedup == 0 or 1 <= self.speedup <= 100):
+            raise ValueError(f"speedup must be 0 (off: the threshold decides) or a number in 1..100, got {self.speedup!r}")
 
     def resolve_power(self, frames: int) -> float:
         """Filter exponent for a latent of `frames` frames: the configured one, else 3 (video) or 2 (image)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -14,6 +15,7 @@ from .indicator import SOUND_FILTER_POWER, WithSound, make_indicator
 from .ranks import agreed_reuse
 from .schedule import RunSchedule
 from .sea_filter import GainCache, sea_filter_float32
+from .speed import SpeedController
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
 
@@ -90,6 +92,7 @@ class SeaCacheGate:
         self._states: dict[Hashable, BranchState] = {}
         self._stats = RunStats()
         self._in_flight: list[Decision] = []
+        self.speed: SpeedController | None = None  # set for a speedup target (SeaCacheSession does)
 
     @property
     def stats(self) -> RunStats:
@@ -156,6 +159,7 @@ class SeaCacheGate:
         """Per-branch verdicts of an on-schedule call (docs/algorithm.md §5), without touching any state.
         ``distances`` holds the host values of the branches measured (+inf for a NEXT branch not measured); only
         those of NEXT branches count."""
+        threshold = self.config.threshold if self.speed is None else self._speed_threshold(groups, distances, step, num_steps)
         plans = []
         for key, items in groups.items():
             call_relation = relation(self._states.get(key), step, sigma)
@@ -168,7 +172,7 @@ class SeaCacheGate:
             accumulated = None
             if reason is None:
                 accumulated = state.accumulated + distance
-                reason = None if accumulated < self.config.threshold else "threshold"
+                reason = None if accumulated < threshold else "threshold"
             plans.append(
                 BranchPlan(
                     key,
@@ -182,6 +186,14 @@ class SeaCacheGate:
                 )
             )
         return plans
+
+    def _speed_threshold(self, groups, distances: dict[Hashable, float], step: int, num_steps: int) -> float:
+        """The speed controller's threshold for this call: its accumulated distance and reuses in a row are the
+        maxima over its branches (+inf for a branch without a previous step)."""
+        states = [self._states.get(key) for key in groups]
+        accumulated = max(s.accumulated + distances.get(k, math.inf) if s else math.inf for k, s in zip(groups, states))
+        consecutive = max(s.consecutive if s else 0 for s in states)
+        return self.speed.threshold(tuple(groups), step, num_steps, accumulated, consecutive)
 
     def _decision(self, plans: list[BranchPlan], step: int | None, sigma: float, latent: torch.Tensor) -> Decision:
         """The call's verdict from its branch plans, registered as in flight."""
@@ -348,6 +360,8 @@ class SeaCacheGate:
             str(plan.key): {"reason": plan.reason, "distance": plan.distance, "accumulated": plan.accumulated}
             for plan in decision.branches
         }
+        if self.speed is not None:
+            self.speed.observe(tuple(plan.key for plan in decision.branches), decision.step, decision.distance, computed)
         self._stats.append(
             StepRecord(decision.step, decision.sigma, decision.distance, decision.accumulated, kind, reason, branches)
         )

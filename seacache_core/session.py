@@ -16,16 +16,22 @@ from .call import GatedCall
 from .config import SeaCacheConfig
 from .gate import Decision, SeaCacheGate
 from .schedule import RunSchedule
+from .speed import SpeedController
 from .stats import RunStats
 
 
 class SeaCacheSession:
     """Gate, schedule and reuse window of one run (see :class:`~seacache_core.schedule.RunSchedule`). ``lock``
-    serialises the gate between concurrent calls of the run."""
+    serialises the gate between concurrent calls of the run. ``flow_sigma`` maps a schedule sigma to the flow
+    convention (for the speed controller's prediction; None: the schedule already is one)."""
 
-    def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0):
+    def __init__(self, config: SeaCacheConfig, start_percent: float = 0.0, end_percent: float = 1.0,
+                 flow_sigma: Callable[[float], float] | None = None):
         self.gate = SeaCacheGate(config, RunSchedule(start_percent, end_percent))
         self.lock = threading.Lock()
+        self.flow_sigma = flow_sigma or float  # a schedule sigma in the flow convention (identity: flow models)
+        if config.speedup:
+            self.gate.speed = SpeedController(config, self.reuse_allowed)
 
     @property
     def stats(self) -> RunStats:
@@ -45,6 +51,8 @@ class SeaCacheSession:
     def set_schedule(self, sigmas: Sequence[float] | torch.Tensor) -> None:
         """The run's sigma schedule, ``steps + 1`` values ending at the final sigma."""
         self.schedule.set(sigmas)
+        if self.gate.speed is not None:
+            self.gate.speed.set_schedule([self.flow_sigma(s) for s in self.schedule.sigmas])
 
     def step_of(self, sigma: float) -> int | None:
         """Index of ``sigma`` among the schedule's steps, or None for an evaluation off the schedule."""
@@ -102,7 +110,11 @@ class SeaCacheSession:
         """JSON report of the run for displays (Stats node, browser, demo): the statistics plus the run's
         status ("completed"/"failed"), threshold, step count and text summary."""
         report = self.stats.to_dict()
-        report.update(status=status, threshold=self.gate.config.threshold, steps=self.steps, summary=self.stats.summary())
+        summary = self.stats.summary()
+        if self.gate.speed is not None:
+            summary += "\n" + self.gate.speed.summary(self.stats.calls, self.stats.ran)
+        report.update(status=status, threshold=self.gate.config.threshold, steps=self.steps, summary=summary,
+                      speedup_target=self.gate.config.speedup or None)
         return report
 
     def release(self) -> None:

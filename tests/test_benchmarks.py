@@ -74,6 +74,13 @@ def test_bench_sound_quick():
         assert f"| {label} |" in out
 
 
+def test_bench_quality_speedup_quick():
+    out = bench("bench_quality.py", "--quick", "--speedup", "2", "--gate", "sea_same_sigma")
+    assert "| proxy, shift | target | achieved | pairs within 10 % |" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| natural s10 | 2x", "| synthetic s10 | 2x"))]
+    assert len(rows) == 2 and all("| 2.00x (2.00-2.00) | 2/2 |" in row for row in rows)  # 8 steps, 4 stack runs
+
+
 def test_gpu_check_smoke_writes_one_results_file(tmp_path):
     results = tmp_path / "results.md"
     run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)])

@@ -256,7 +256,7 @@ def test_gate_input_selects_the_same_sigma_gate(tiny):
 
 
 def test_expert_inputs_are_folded_and_tooltips_fit_the_canvas(tiny):
-    """Only model, threshold and residual_storage show by default where the running ComfyUI knows `advanced`;
+    """Only model, threshold, residual_storage and speedup show by default where the running ComfyUI knows `advanced`;
     every tooltip is one short sentence (the README carries the detail)."""
     import inspect
 
@@ -266,5 +266,5 @@ def test_expert_inputs_are_folded_and_tooltips_fit_the_canvas(tiny):
     assert all(i.tooltip and len(i.tooltip) <= 120 and i.tooltip.count(". ") == 0 for i in inputs.values())
     assert "0 = never reuse" in inputs["max_consecutive"].tooltip and "Sampling percent" in inputs["start_percent"].tooltip
     if "advanced" in inspect.signature(io.Input.__init__).parameters:
-        assert {name for name, i in inputs.items() if not i.advanced} == {"model", "threshold", "residual_storage"}
+        assert {name for name, i in inputs.items() if not i.advanced} == {"model", "threshold", "residual_storage", "speedup"}
         assert "advanced" in inputs["end_percent"].as_dict() and inputs["end_percent"].as_dict()["advanced"] is True

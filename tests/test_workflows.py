@@ -19,7 +19,7 @@ from seacache_testing.workflow_cases import (
     family_overrides, has_ltx2, ltx2_stand_ins, overrides,
 )
 
-APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma"]  # SeaCache Apply's documented defaults (SeaCacheConfig's)
+APPLY_DEFAULTS = [0.13, "auto", 2, 1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma", 0.0]  # SeaCache Apply's documented defaults (SeaCacheConfig's)
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
 
@@ -90,7 +90,7 @@ def test_seacache_apply_at_defaults(name):
     apply = only(load(name), "SeaCacheApply")
     source_defaults = [default for _, _, default in wr.literal_widget_defaults("SeaCacheApply")]
     assert source_defaults == APPLY_DEFAULTS, "SeaCache Apply defaults changed in nodes/seacache/apply.py"
-    expected = APPLY_DEFAULTS[:-2] + ["cpu", APPLY_DEFAULTS[-1]] if name == WAN else APPLY_DEFAULTS  # 12 GB card: residuals on the CPU
+    expected = [("cpu" if value == "compute device" and name == WAN else value) for value in APPLY_DEFAULTS]  # 12 GB card: residuals on the CPU
     assert apply["widgets_values"] == expected
 
 

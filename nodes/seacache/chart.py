@@ -22,10 +22,9 @@ def summary_text(report: dict | None) -> str:
     caching stopped mid-run if it did, and the residual boundary (seam) the run used."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
-    text = (
-        f"SeaCache run {report['status']} over {report['steps']} steps (threshold {report['threshold']}):\n"
-        f"{report['summary']}"
-    )
+    setting = (f"speedup target {report['speedup_target']:g}x" if report.get("speedup_target")
+               else f"threshold {report['threshold']}")
+    text = f"SeaCache run {report['status']} over {report['steps']} steps ({setting}):\n{report['summary']}"
     uncached = {"guidance calls (other model options, run plain)": report.get("guidance_calls"),
                 "calls that missed the seam (ran whole)": report.get("uncached_calls")}
     text += "".join(f"\n{label}: {count}" for label, count in uncached.items() if count)

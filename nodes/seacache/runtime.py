@@ -271,7 +271,8 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     model_sampling = guider.model_patcher.get_model_object("model_sampling")
     for sigma in sigmas.flatten().tolist():  # the gate maps each call's sigma on the device, unchecked
         flow_scale_and_sigma(model_sampling, sigma)
-    session = SeaCacheSession(settings.config, *settings.step_window(model_sampling, sigmas))
+    session = SeaCacheSession(settings.config, *settings.step_window(model_sampling, sigmas),
+                              flow_sigma=lambda sigma: flow_scale_and_sigma(model_sampling, sigma)[1])
     run = SeaCacheRun(session, seam, settings)
     status = "failed"
     try:

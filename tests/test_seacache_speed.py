@@ -1,0 +1,102 @@
+"""The speedup setting: the controller that sets the gate's threshold to reach a target speedup
+(seacache_core/speed.py)."""
+
+import logging
+import math
+
+import pytest
+import torch
+
+from seacache_core import SeaCacheConfig, SeaCacheSession
+
+STEPS = 35
+
+
+def _latents(profile, seed=0):
+    """Latents whose step-to-step change follows ``profile`` (one relative size per step)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, 3, 4, 8, 8, generator=generator)
+    out = [x]
+    for size in profile[1:]:
+        x = x + size * x.abs().mean() * torch.randn(x.shape, generator=generator)
+        out.append(x)
+    return out
+
+
+def _u_profile(steps=STEPS):
+    """Large changes first and last, small ones in between (the shape of a shifted flow schedule)."""
+    return [0.02 + 0.2 * ((i / (steps - 1)) - 0.45) ** 2 for i in range(steps)]
+
+
+def _run(config, latents, keys=(("cond", "uncond"),), start=0.0, end=1.0):
+    """One run of the session over ``latents`` (one call per entry of ``keys`` per step); returns the session."""
+    session = SeaCacheSession(config, start, end)
+    steps = len(latents)
+    session.set_schedule(torch.linspace(0.9, 0.05, steps + 1))
+    for latent, sigma in zip(latents, session.schedule[:steps]):
+        for call in keys:
+            batch = latent.expand(len(call), -1, -1, -1, -1)
+            session.run(lambda h: h * 0.5 + sigma, torch.ones(len(call), 6), batch, sigma, list(call))
+    return session
+
+
+@pytest.mark.parametrize("target", [1.5, 1.8, 2.0, 2.5])
+@pytest.mark.parametrize("gate", ["sea", "sea_same_sigma"])
+def test_target_is_reached_by_the_end(target, gate):
+    session = _run(SeaCacheConfig(gate=gate, speedup=target), _latents(_u_profile()))
+    stats = session.stats
+    assert stats.calls == STEPS and stats.ran == math.floor(STEPS / target + 0.5)
+    assert abs(stats.speedup / target - 1) <= 0.1
+    assert "speedup target" in session.report("completed")["summary"]
+
+
+def test_reuse_spreads_over_the_run_and_keeps_forced_computes():
+    session = _run(SeaCacheConfig(speedup=2.0, max_consecutive=2, warmup_steps=2, end_steps=2), _latents(_u_profile()))
+    decisions = [r.decision for r in session.stats.records]
+    assert decisions[:2] == ["forced"] * 2 and decisions[-2:] == ["forced"] * 2
+    assert "reused" * 3 not in "".join(decisions).replace("forced", "c").replace("computed", "c")
+    halves = decisions[: STEPS // 2], decisions[STEPS // 2 :]
+    assert all(half.count("reused") >= 5 for half in halves)  # not all reuse spent in one half
+
+
+def test_separate_cond_and_uncond_calls_each_reach_the_target():
+    session = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), keys=(("cond",), ("uncond",)))
+    stats = session.stats
+    assert stats.calls == 2 * STEPS and abs(stats.speedup / 2.0 - 1) <= 0.1
+
+
+def test_reuse_window_is_respected():
+    session = _run(SeaCacheConfig(speedup=1.6), _latents(_u_profile()), start=0.3, end=0.8)
+    reused = [r.step for r in session.stats.records if r.decision == "reused"]
+    assert reused and all(0.3 <= step / STEPS <= 0.8 for step in reused)
+    assert abs(session.stats.speedup / 1.6 - 1) <= 0.1
+
+
+def test_decisions_are_deterministic():
+    latents = _latents(_u_profile(), seed=3)
+    runs = [_run(SeaCacheConfig(speedup=1.8), latents).stats.records for _ in range(2)]
+    assert [(r.decision, r.accumulated) for r in runs[0]] == [(r.decision, r.accumulated) for r in runs[1]]
+
+
+def test_unreachable_target_reuses_what_it_may_and_says_so(caplog):
+    config = SeaCacheConfig(speedup=3.0, max_consecutive=1)  # 1 warmup + 1 end + every other step: at most ~1.9x
+    with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
+        session = _run(config, _latents(_u_profile()))
+    best = session.stats.speedup
+    assert "".join("R" if r.decision == "reused" else "c" for r in session.stats.records)[1:-1] == "Rc" * 16 + "R"
+    assert sum("out of reach" in r.message for r in caplog.records) == 1
+    assert f"at most {best:.2f}x" in session.report("completed")["summary"]
+
+
+def test_speedup_off_keeps_the_threshold_rule():
+    latents = _latents(_u_profile())
+    plain = _run(SeaCacheConfig(threshold=0.3), latents).stats.records
+    off = _run(SeaCacheConfig(threshold=0.3, speedup=0.0), latents).stats.records
+    assert [r.decision for r in plain] == [r.decision for r in off]
+    assert "speedup target" not in _run(SeaCacheConfig(threshold=0.3), latents).report("completed")["summary"]
+
+
+@pytest.mark.parametrize("bad", [0.5, -1.0, float("nan"), 101.0, True])
+def test_bad_speedup_is_refused(bad):
+    with pytest.raises(ValueError, match="speedup must be 0"):
+        SeaCacheConfig(speedup=bad)
