@@ -1,7 +1,7 @@
 """The speedup input of SeaCache Apply in a real ComfyUI (needs COMFYUI_PATH): optional, off by default, and a run
 with a target reaches it."""
 
-from comfy_runs import APPLY_DEFAULTS
+from seacache_testing.comfy_runs import APPLY_DEFAULTS
 
 STEPS = 12
 

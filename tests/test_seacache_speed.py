@@ -33,7 +33,7 @@ def _run(config, latents, keys=(("cond", "uncond"),), start=0.0, end=1.0):
     session = SeaCacheSession(config, start, end)
     steps = len(latents)
     session.set_schedule(torch.linspace(0.9, 0.05, steps + 1))
-    for latent, sigma in zip(latents, session.schedule[:steps]):
+    for latent, sigma in zip(latents, session.schedule.sigmas[:steps]):
         for call in keys:
             batch = latent.expand(len(call), -1, -1, -1, -1)
             session.run(lambda h: h * 0.5 + sigma, torch.ones(len(call), 6), batch, sigma, list(call))
