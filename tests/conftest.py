@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from seacache_testing import comfyui_harness, tiny_vae, workflow_cases
 
@@ -62,3 +63,13 @@ def anymodel_session(session, tmp_path_factory):
     """The workflow session plus empty files named like the any-model workflows' checkpoints
     (``workflow_cases.add_anymodel_files``)."""
     return workflow_cases.add_anymodel_files(session, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def pack(comfy):
+    """This pack loaded as ComfyUI loads it (its V3 extension), one torch thread while a module's tiny models run
+    (thread start-up and contention cost more than they save at this size)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
+    torch.set_num_threads(threads)

@@ -14,18 +14,6 @@ STEPS = 12
 MODELS = list(tiny_comfy_models.SPECS)
 
 
-@pytest.fixture(scope="module")
-def pack(comfy):
-    """The pack loaded as ComfyUI loads it; one torch thread while these tiny models run (thread start-up and
-    contention cost more than they save at this size)."""
-    from seacache_testing import comfyui_harness
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module", params=MODELS)
 def tiny_core(request, comfy, pack):
     spec = tiny_comfy_models.SPECS[request.param]

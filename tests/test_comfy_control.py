@@ -18,17 +18,6 @@ from seacache_testing.control_cases import CASES
 STEPS = 20
 
 
-@pytest.fixture(scope="module")
-def pack(comfy):
-    """The pack loaded as ComfyUI loads it; one torch thread while the tiny models run."""
-    from seacache_testing import comfyui_harness
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_control_counts_once_on_reused_steps(comfy, pack, case):
     spec = {**tiny_comfy_models.SPECS, **tiny_comfy_models.CONTROL_SPECS}[case.model]

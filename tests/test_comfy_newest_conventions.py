@@ -46,13 +46,6 @@ def sampler_helpers():
     return comfy.sampler_helpers
 
 
-@pytest.fixture(scope="module")
-def pack(comfy):
-    from seacache_testing import comfyui_harness
-
-    return comfyui_harness.load_pack_with_comfyui_loader(comfy)
-
-
 @pytest.fixture
 def asked(comfy, monkeypatch):
     """The memory each sampling run asks ComfyUI to free (``load_models_gpu``), in run order."""

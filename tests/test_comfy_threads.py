@@ -22,16 +22,6 @@ SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
 
 
 @pytest.fixture(scope="module")
-def pack(comfy):
-    from seacache_testing import comfyui_harness
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
 def wan(pack):
     return tiny_comfy_models.build("wan21_t2v")
 
