@@ -114,7 +114,9 @@ def test_two_threads_on_one_patched_model_decide_as_one_thread(comfy, pack, wan,
     alone_report = last_report(patched)
     assert alone_report["reused"] > 0 and alone_report["guidance_calls"] == STEPS
     reports = RunReports(pack, monkeypatch)
-    handle = overlapping(wan.model.diffusion_model.blocks[0])
+    # held at the diffusion model, which every call passes (guidance calls too): neither thread runs ahead and ends
+    # its run (ComfyUI then clears the shared current_patcher) while the other is still mid-call
+    handle = overlapping(wan.model.diffusion_model)
     try:
         outs = in_two_threads(lambda: sample(comfy, patched, SPEC, steps=STEPS))
     finally:
