@@ -48,6 +48,7 @@ class _CallTrack:
 
     calls: int = 0
     ran: int = 0
+    steps: set[int] = field(default_factory=set)  # the schedule steps seen
     ratios: list[tuple[int, float]] = field(default_factory=list)  # (step, measured / predicted distance)
 
 
@@ -63,6 +64,7 @@ class SpeedController:
         self.shape: list[float] | None = None
         self._tracks: dict[tuple, _CallTrack] = {}
         self.best: float | None = None  # the highest speedup the forced computes allow (known after the first call)
+        self.short = False  # the sampler's extra evaluations left the target out of reach (warned once)
 
     def set_schedule(self, flow_sigmas) -> None:
         """The run's schedule in the flow convention (``steps + 1`` sigmas): the shape of the prediction."""
@@ -82,7 +84,8 @@ class SpeedController:
         if len(points) > 1:
             xs = [s for s, _ in points]
             mean_x, mean_y = sum(xs) / len(xs), sum(logs) / len(logs)
-            slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, logs)) / sum((x - mean_x) ** 2 for x in xs)
+            spread = sum((x - mean_x) ** 2 for x in xs)  # 0 when the points share a step (a restarted schedule)
+            slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, logs)) / spread if spread > 0 else 0.0
         return [math.exp(base + min(max(slope, 0.0) * (k - last), _MAX_RISE)) * self._shape(k)
                 for k in range(step + 1, num_steps)]
 
@@ -133,12 +136,20 @@ class SpeedController:
             return math.inf  # a changed input: the gate computes whatever the threshold
         track = self._tracks.setdefault(call, _CallTrack())
         ahead = self._ahead(track, step, num_steps)
-        total = track.calls + (num_steps - step)  # every later step one call
-        budget = math.floor(total / self.target + 0.5) - track.ran
+        remaining = num_steps - step
+        # evaluations beyond one per step so far (a Heun repeat, a midpoint off the schedule) always compute:
+        # expect as many per remaining step, in the calls and out of the budget
+        extra = remaining * (track.calls - len(track.steps)) / len(track.steps) if track.steps else 0.0
+        total = track.calls + remaining + extra
+        budget = math.floor(total / self.target + 0.5) - track.ran - round(extra)
         plan = lambda threshold: self._plan(threshold, step, num_steps, accumulated, consecutive, ahead)  # noqa: E731
         if plan(0.0) <= budget:
             return 0.0  # the budget runs every remaining step
         if plan(math.inf) > budget:
+            if extra and not self.short:
+                self.short = True
+                logger.warning("SeaCache: speedup %.2fx is out of reach with this sampler's extra evaluations per step "
+                               "(they always compute); reusing wherever the gate may.", self.target)
             return math.inf  # out of reach: reuse wherever the gate may
         low, high = 0.0, max(accumulated, *ahead, 1e-6)
         while plan(high) > budget:
@@ -154,6 +165,8 @@ class SpeedController:
         track = self._tracks.setdefault(call, _CallTrack())
         track.calls += 1
         track.ran += computed
+        if step is not None:
+            track.steps.add(step)
         if step is not None and distance is not None and math.isfinite(distance) and distance > 0 and self._shape(step) > 0:
             track.ratios.append((step, distance / self._shape(step)))
 
@@ -164,4 +177,6 @@ class SpeedController:
         if self.best is not None and self.target > self.best * (1.0 + 1e-9):
             line += (f" (out of reach: warmup, end and max_consecutive allow at most {self.best:.2f}x; "
                      "lower the target or relax them)")
+        elif self.short:
+            line += " (out of reach: the sampler's extra evaluations per step always compute; lower the target)"
         return line
