@@ -92,6 +92,7 @@ class SeaCacheGate:
         self._states: dict[Hashable, BranchState] = {}
         self._stats = RunStats()
         self._in_flight: list[Decision] = []
+        self._agreed = False  # whether the call being decided took its part in the ranks' agreement
         self.speed: SpeedController | None = None  # set for a speedup target (SeaCacheSession does)
 
     @property
@@ -198,6 +199,7 @@ class SeaCacheGate:
     def _decision(self, plans: list[BranchPlan], step: int | None, sigma: float, latent: torch.Tensor) -> Decision:
         """The call's verdict from its branch plans, registered as in flight."""
         wanted = all(not plan.frozen and plan.reason is None for plan in plans)
+        self._agreed = True
         reuse = agreed_reuse(wanted, latent.device)  # across ranks of a sequence-parallel run, else ``wanted``
         forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
         reason = None if reuse else ("other_rank" if wanted else forced[0] if forced else "threshold")
@@ -246,7 +248,20 @@ class SeaCacheGate:
         One host read: a tensor sigma together with the distances of every branch that has a previous indicator
         (a distance measured for a branch that turns out not to continue from its previous step is ignored); a
         float sigma is looked up first, and only the branches that continue are measured (no read when none does).
+        In a sequence-parallel run the decision is agreed across ranks (:mod:`.ranks`, one more read); should this
+        call raise before agreeing, it still takes its part in the agreement ("compute") so that the other ranks'
+        collectives stay matched.
         """
+        self._agreed = False
+        try:
+            return self._decide(keys, latent, sigma, step, num_steps, reuse_allowed, filter_sigma, sound)
+        except Exception:
+            if not self._agreed:
+                agreed_reuse(False, latent.device)  # this rank's part in the call's agreement (no-op alone)
+            raise
+
+    def _decide(self, keys, latent, sigma, step, num_steps, reuse_allowed, filter_sigma, sound) -> Decision:
+        """:meth:`decide` itself."""
         keys = list(keys)
         if len(keys) != latent.shape[0]:
             raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}")

@@ -88,3 +88,44 @@ def test_two_gloo_ranks_agree_on_every_decision_computing_if_any_must(tmp_path):
     assert joined[0]["reused"] <= min(reused for _, reused, _ in alone)
     timeline = lambda flags: "".join("R" if f else "C" for f in flags)  # noqa: E731
     print(f"alone: rank 0 {timeline(wanted_alone[0])}, rank 1 {timeline(wanted_alone[1])}; joined: {timeline(agreed[0])}")
+
+
+def failing_rank_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """One rank of a run in which rank 1's gate raises at call 3 before agreeing, and from then on (as SeaCache's
+    runtime does after stopping) only takes its part in each call's agreement; rank 0 gates every call."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
+    try:
+        gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=10.0, order=1, max_consecutive=-1))
+        stopped, reuses = False, []
+        for step, (latent, sigma) in enumerate(zip(rank_latents(rank), sigmas())):
+            if stopped:
+                reuses.append(agreed_reuse(False, latent.device))
+                continue
+            if rank == 1 and step == 3:
+                gate._observe = None  # SeaCache's own code fails inside decide, before the agreement
+            try:
+                decision = gate.decide(["cond0/0"], latent, sigma, step, STEPS)
+            except TypeError:
+                stopped = True
+                reuses.append(False)
+                continue
+            if decision.reuse:
+                gate.predict(decision, like=latent)
+                gate.commit(decision)
+            else:
+                gate.commit(decision, torch.tanh(latent))
+            reuses.append(decision.reuse)
+        torch.save(reuses, f"{out_dir}/failing{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_rank_whose_gate_fails_keeps_the_agreement_matched(tmp_path):
+    """Rank 1's gate raises mid-run: the run does not hang (each rank's collectives stay matched) and from that call
+    on both ranks compute, rank 0 because rank 1 must."""
+    mp.spawn(failing_rank_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    reuses = [torch.load(tmp_path / f"failing{rank}.pt") for rank in (0, 1)]
+    assert len(reuses[0]) == len(reuses[1]) == STEPS
+    assert any(reuses[0][:3]) and not any(reuses[0][3:]) and not any(reuses[1][3:])

@@ -44,6 +44,7 @@ import comfy.model_management
 from comfy_execution.utils import get_executing_context
 
 from ...seacache_core import GatedCall, SeaCacheConfig, SeaCacheSession
+from ...seacache_core.ranks import agreed_reuse
 from ..run_scope import run_scoped_option
 from .call import CALL_OPTION, RUN_OPTION, StackCall, branch_key
 from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
@@ -240,11 +241,14 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
     if run.is_guidance_call(transformer_options):
         run.count_guidance_call()
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-    try:
-        call = None if run.stopped is not None else run.start_call(transformer_options, base_model, x, t)
-    except Exception as exc:  # noqa: BLE001 - SeaCache's gate failed: this call and the rest of the run run whole
-        run.stop_caching(exc)
-        call = None
+    call = None
+    if run.stopped is not None:
+        agreed_reuse(False, x.device)  # a sequence-parallel run's other ranks still agree on this call (no-op alone)
+    else:
+        try:
+            call = run.start_call(transformer_options, base_model, x, t)
+        except Exception as exc:  # noqa: BLE001 - SeaCache's gate failed: this call and the rest of the run run whole
+            run.stop_caching(exc)
     if call is None:
         with run.lock:
             run.uncached_calls += 1
