@@ -15,6 +15,7 @@ ComfyUI's tiny random-weight Wan 2.1 (and the other core families for the memory
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 import pytest
@@ -288,3 +289,34 @@ def test_memory_estimate_counts_the_residual_history_for_every_seam(comfy, pack,
     assert asked[1] - asked[0] == pytest.approx(2 * 3 * RESIDUAL_NUMEL[name] * 4)
     assert asked[2] == asked[0]
     assert "memory_required" not in vars(model.model)
+
+
+def test_a_failure_inside_a_moving_window_step_falls_back_to_whole_calls(comfy, pack, wan, monkeypatch, caplog):
+    """SeaCache's own step raising inside a window's model call (moving context windows, where one decision covers
+    the step's windows): that window runs its stack, the step is not committed, the rest of the run computes whole,
+    the report says why and one warning is logged; nothing is raised into the model."""
+    case = next(c for c in cases.CASES if "moving windows, default) after" in c.name)
+    spec = cases.spec_for(case)
+    plain = sample(comfy, case.build(comfy, wan, lambda m: m), spec, steps=case.steps, cfg=cases.CFG)
+    windows = sys.modules[f"{pack.__name__}.nodes.seacache.seams.context_windows"]
+    start = windows.WindowedStep.start
+
+    def failing(self, stack_in, frames):
+        if self.call.decision.reuse:
+            raise RuntimeError("injected window failure")
+        return start(self, stack_in, frames)
+
+    monkeypatch.setattr(windows.WindowedStep, "start", failing)
+    slot = {}
+
+    def apply(m):
+        slot["model"] = seacache(comfy, m)
+        return slot["model"]
+
+    with caplog.at_level("WARNING"):
+        out = sample(comfy, case.build(comfy, wan, apply), spec, steps=case.steps, cfg=cases.CFG)
+    report = last_report(slot["model"])
+    assert report["status"] == "completed" and report["reused"] == 0 and torch.isfinite(out).all()
+    assert "RuntimeError: injected window failure" in report["stopped"] and report["uncached_calls"] > 0
+    assert cases.rel_error(out, plain) < 1e-5  # every step computed (the failing one too), so the output is exact
+    assert sum("SeaCache stopped caching" in r.getMessage() for r in caplog.records) == 1

@@ -20,7 +20,25 @@ def branch_key(conditioning: str, item: int, window: str | None = None) -> str:
     return f"{conditioning}/{item}" if window is None else f"{conditioning}/{item}@{window}"
 
 
-class StackCall:
+class Guarded:
+    """Runs SeaCache's own steps inside someone else's forward: the first exception is kept in ``failure`` and every
+    later step does nothing, so the model's own code computes instead and SeaCache never raises there (the runtime
+    then computes the rest of the run whole)."""
+
+    failure: Exception | None = None
+
+    def guarded(self, step, *args):
+        """``step(*args)``; None (run the model's own code) once it or an earlier step raised."""
+        if self.failure is not None:
+            return None
+        try:
+            return step(*args)
+        except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
+            self.failure = exc
+            return None
+
+
+class StackCall(Guarded):
     """A :class:`GatedCall` applied where a seam enters and leaves the skippable stack (the seam contract,
     :class:`.seams.base.SeamCall`).
 
@@ -28,9 +46,7 @@ class StackCall:
     the stack must run; ``leave(rows_out)`` records the computed output. Rows arrive in batch order, all at once
     (block stacks, diffusion-model calls) or item by item (models that loop over the batch).
 
-    Whatever SeaCache runs inside the model goes through :meth:`guarded` (``enter`` and ``leave`` do): if it raises,
-    the exception is kept in ``failure``, every later seam step of this call does nothing, so the model computes
-    the rest of the call whole, and the runtime computes the rest of the run whole."""
+    Whatever SeaCache runs inside the model goes through :meth:`guarded` (``enter`` and ``leave`` do)."""
 
     def __init__(self, call: GatedCall, batch: int, latent_channels: int):
         self.call, self.batch = call, batch
@@ -40,18 +56,6 @@ class StackCall:
         self.row = 0
         self.inputs: list[torch.Tensor] = []
         self.outputs: list[torch.Tensor] = []
-        self.failure: Exception | None = None
-
-    def guarded(self, step, *args):
-        """``step(*args)``, SeaCache's own code inside the model; None (run the model's own code) once it or an
-        earlier step of this call raised."""
-        if self.failure is not None:
-            return None
-        try:
-            return step(*args)
-        except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
-            self.failure = exc
-            return None
 
     @torch.compiler.disable
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:

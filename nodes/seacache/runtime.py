@@ -183,13 +183,32 @@ class SeaCacheRun:
             keys = keys if keys is not None else self.branch_keys(transformer_options, x.shape[0])
         return self.session.start_call(flow(x), sigma, keys, filter_sigma, None if sound is None else flow(sound))
 
+    def start_call_or_stop(self, transformer_options: dict, base_model, x, t, keys=None) -> GatedCall | None:
+        """:meth:`start_call`, or None when the call must run whole, uncached (counted): SeaCache stopped caching
+        in this run, or its gate raises now (caching stops). A sequence-parallel run's ranks still agree on it."""
+        call = None
+        if self.stopped is not None:
+            agreed_reuse(False, x.device)  # the other ranks of a sequence-parallel run agree on this call too
+        else:
+            try:
+                call = self.start_call(transformer_options, base_model, x, t, keys)
+            except Exception as exc:  # noqa: BLE001 - SeaCache's gate failed: this call and the rest run whole
+                self.stop_caching(exc)
+        if call is None:
+            with self.lock:
+                self.uncached_calls += 1
+        return call
+
     def count_guidance_call(self) -> None:
         """Count one guidance call (it ran plain)."""
         with self.lock:
             self.guidance_calls += 1
 
-    def end_call(self, call: GatedCall) -> None:
-        """Count a call that missed the seam; tell the canvas node how many calls were reused so far."""
+    def end_call(self, call: GatedCall, failure: Exception | None = None) -> None:
+        """Count a call that missed the seam; stop caching when SeaCache's code raised inside the model during the
+        call (``failure``); tell the canvas node how many calls were reused so far."""
+        if failure is not None:
+            self.stop_caching(failure, call.decision.step)
         if not call.finish():
             with self.lock:
                 self.uncached_calls += 1
@@ -241,25 +260,14 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
     if run.is_guidance_call(transformer_options):
         run.count_guidance_call()
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-    call = None
-    if run.stopped is not None:
-        agreed_reuse(False, x.device)  # a sequence-parallel run's other ranks still agree on this call (no-op alone)
-    else:
-        try:
-            call = run.start_call(transformer_options, base_model, x, t)
-        except Exception as exc:  # noqa: BLE001 - SeaCache's gate failed: this call and the rest of the run run whole
-            run.stop_caching(exc)
+    call = run.start_call_or_stop(transformer_options, base_model, x, t)
     if call is None:
-        with run.lock:
-            run.uncached_calls += 1
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
     stack_call = StackCall(call, x.shape[0], video_stream(base_model, x).shape[1])
     options = {**transformer_options, CALL_OPTION: stack_call}
     with run.seam.bind(base_model, stack_call):
         out = executor(x, t, c_concat, c_crossattn, control, options, **kwargs)
-    if stack_call.failure is not None:
-        run.stop_caching(stack_call.failure, call.decision.step)
-    run.end_call(call)
+    run.end_call(call, stack_call.failure)
     return out
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 
 from ....seacache_core import GatedCall
-from ..call import CALL_OPTION, RUN_OPTION, branch_key
+from ..call import CALL_OPTION, RUN_OPTION, Guarded, branch_key
 from .base import Seam
 
 HANDLER = "context_handler"
@@ -69,8 +69,8 @@ def _like(per_frame: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return per_frame.reshape(like.shape)
 
 
-class WindowedStep:
-    """One step's gated call spread over its context windows."""
+class WindowedStep(Guarded):
+    """One step's gated call spread over its context windows; its windows' seam steps run through :meth:`guarded`."""
 
     def __init__(self, call: GatedCall, handler, full: torch.Tensor, active: list[int]):
         self.call, self.handler, self.full, self.active = call, handler, full, active
@@ -119,7 +119,7 @@ class WindowedStep:
     def finish(self) -> None:
         """After every window: commit the step's residual (each frame's windows averaged) on a computed step whose
         windows all passed the seam and covered every frame."""
-        if self.reusing or self.total is None or self.missed or bool((self.count == 0).any()):
+        if self.reusing or self.total is None or self.missed or self.failure is not None or bool((self.count == 0).any()):
             return
         self.call.commit((self.total / self.count).reshape(self.total.shape[0], -1))
 
@@ -133,8 +133,16 @@ class WindowView:
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
+    def guarded(self, step, *args):
+        """SeaCache's step inside the window's model call, guarded by the step's call (:class:`.call.Guarded`)."""
+        return self.step.guarded(step, *args)
+
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
-        """The window's stack output on a reused step (its frames of the extrapolated residual), else None."""
+        """The window's stack output on a reused step (its frames of the extrapolated residual), else None (also
+        after a failure: the window's stack then runs)."""
+        return self.guarded(self._enter, stack_in)
+
+    def _enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
         self.reusing = self.step.start(stack_in, len(self.frames))
         rows = self.rows[self.row : self.row + stack_in.shape[0]]
         self.row += stack_in.shape[0]
@@ -146,6 +154,9 @@ class WindowView:
 
     def leave(self, stack_out: torch.Tensor) -> None:
         """Add the window's computed residual to the step."""
+        self.guarded(self._leave, stack_out)
+
+    def _leave(self, stack_out: torch.Tensor) -> None:
         rows, stack_in = self.inputs.pop(0)
         self.step.add(rows, self.frames, _per_frame(stack_out - stack_in, len(self.frames)))
 
@@ -170,12 +181,14 @@ class GatedContextHandler:
             return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
         active = [i for i, cond in enumerate(conds) if cond is not None]
         keys = [_branch_key(i, item) for i in active for item in range(x_in.shape[0])]
-        call = run.start_call(options, model, torch.cat([x_in] * len(active)), timestep, keys)
+        call = run.start_call_or_stop(options, model, torch.cat([x_in] * len(active)), timestep, keys)
+        if call is None:  # SeaCache stopped caching in this run: the step runs whole
+            return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
         step = WindowedStep(call, self.handler, x_in, active)
         inner = {**model_options, "transformer_options": {**options, CALL_OPTION: step}}
         outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
-        step.finish()
-        run.end_call(call)
+        step.guarded(step.finish)
+        run.end_call(call, step.failure)
         return outs
 
 
