@@ -108,12 +108,14 @@ class SeaCacheSession:
 
     def report(self, status: str) -> dict:
         """JSON report of the run for displays (Stats node, browser, demo): the statistics plus the run's
-        status ("completed"/"failed"), threshold, step count and text summary."""
+        status ("completed"/"failed"), threshold (None under a speedup target, whose controller sets it per step:
+        no fixed line to draw), step count and text summary."""
         report = self.stats.to_dict()
         summary = self.stats.summary()
         if self.gate.speed is not None:
             summary += "\n" + self.gate.speed.summary(self.stats.calls, self.stats.ran)
-        report.update(status=status, threshold=self.gate.config.threshold, steps=self.steps, summary=summary,
+        threshold = None if self.gate.speed is not None else self.gate.config.threshold
+        report.update(status=status, threshold=threshold, steps=self.steps, summary=summary,
                       speedup_target=self.gate.config.speedup or None)
         return report
 

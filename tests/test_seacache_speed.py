@@ -136,3 +136,11 @@ def test_points_of_one_step_give_no_slope():
     for _ in range(3):
         controller.observe(("c",), 3, 0.05, True)
     assert controller.threshold(("c",), 4, 10, 0.01, 0) >= 0.0  # divided by the steps' spread before: ZeroDivisionError
+
+
+def test_a_speed_run_reports_its_target_and_no_fixed_threshold():
+    """Under a target the controller sets the threshold per step: the report carries the target and no threshold,
+    so no display draws a threshold line the run never used."""
+    report = _run(SeaCacheConfig(speedup=1.8), _latents(_u_profile())).report("completed")
+    assert report["threshold"] is None and report["speedup_target"] == 1.8
+    assert _run(SeaCacheConfig(threshold=0.2), _latents(_u_profile())).report("completed")["threshold"] == 0.2

@@ -45,7 +45,8 @@ def render_timeline(report: dict | None, width: int = 960, height: int = 320) ->
         draw.text((left, height // 2), "SeaCache: no run recorded yet", fill=(220, 220, 220))
         return img
     records, threshold = report["records"], report.get("threshold") or 0.0
-    draw.text((left, 8), f"reused {report['reused']}/{report['calls']}  ~{report['speedup']:.2f}x  threshold {threshold}", fill=(230, 230, 230))
+    setting = f"target {report['speedup_target']:g}x" if report.get("speedup_target") else f"threshold {threshold}"
+    draw.text((left, 8), f"reused {report['reused']}/{report['calls']}  ~{report['speedup']:.2f}x  {setting}", fill=(230, 230, 230))
     x = left
     for name, color in COLORS.items():
         draw.rectangle((right - 250 + (x - left), 10, right - 242 + (x - left), 18), fill=color)
