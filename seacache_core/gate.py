@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .branch import NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason, relation
+from .branch import NEW, NEXT, REPEAT, RESET, BranchPlan, BranchState, forced_reason, relation
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory
 from .indicator import SOUND_FILTER_POWER, WithSound, make_indicator
@@ -24,6 +24,7 @@ class Decision:
     """The verdict of `SeaCacheGate.decide` for one call.
 
     `reuse` is True only when every branch may reuse (and, in a sequence-parallel run, every rank: `.ranks`).
+    `follows` marks a decision of `SeaCacheGate.follow` (a guidance pass following its branch's call; no record).
     `reason` says why the call computes: a forced reason (warmup, end, reset, max_consecutive, no_history, window,
     off_schedule, repeat, other_rank) or "threshold"; None on reuse. `distance` and `accumulated` are maxima over
     the branches (None where none was evaluated). `branches` holds the per-branch plans that `commit` applies.
@@ -37,6 +38,7 @@ class Decision:
     sigma: float
     branches: tuple[BranchPlan, ...] = field(default=(), repr=False)
     latent_dtype: torch.dtype | None = field(default=None, repr=False)
+    follows: bool = False
 
     @property
     def batch(self) -> int:
@@ -295,6 +297,42 @@ class SeaCacheGate:
         plans = self._plans(groups, indicators, dict(zip(pending, read)), sigma, step, num_steps, reuse_allowed)
         return self._decision(plans, step, sigma, latent)
 
+    @torch.compiler.disable
+    def follow(self, keys: Sequence[Hashable], leaders: Sequence[Hashable], sigma: float) -> Decision:
+        """The decision of a pass that follows another branch's call of the same step (a skip-layer guidance pass
+        follows the call of its conditioning): the follower ``keys[i]`` reuses from its own residual history
+        exactly when its leader ``leaders[i]`` reused at this step and its history continues from the previous
+        step; otherwise it computes and commits its residual. Nothing is reused where the leader computed, so a run
+        that reuses nothing computes every pass exactly. A follower whose leader the gate has not seen (or a call
+        off the schedule) computes and leaves every state untouched. Followers add no statistics record."""
+        keys, leaders = list(keys), list(leaders)
+        if len(keys) != len(leaders):
+            raise ValueError(f"got {len(keys)} keys and {len(leaders)} leaders")
+        groups, leader_of = _group(keys), dict(zip(keys, leaders))
+        sigma = float(sigma)
+        step = self.schedule.step_of(sigma)
+        plans = []
+        for key, items in groups.items():
+            leader = self._states.get(leader_of[key])
+            if step is None or leader is None:
+                plans.append(BranchPlan(key, items, frozen=True, reason="off_schedule" if step is None else "no_leader"))
+                continue
+            state = self._states.get(key)
+            call_relation = relation(state, step, sigma)
+            if leader.last_step != step or leader.consecutive == 0:
+                reason = "leader_computed"
+            elif call_relation != NEXT or len(state.history) == 0:
+                reason = "no_history" if call_relation in (NEW, NEXT) else call_relation  # or "repeat", "reset"
+            else:
+                reason = None
+            plans.append(BranchPlan(key, items, frozen=False, reason=reason, reset=call_relation == RESET,
+                                    repeat=call_relation == REPEAT, accumulated=0.0))
+        reuse = all(not plan.frozen and plan.reason is None for plan in plans)
+        reason = None if reuse else next(plan.reason for plan in plans if plan.reason is not None)
+        decision = Decision(reuse, reason, None, None, step, sigma, tuple(plans), follows=True)
+        self._in_flight.append(decision)
+        return decision
+
     def _locate(self, sigma: float) -> tuple[int | None, int, bool]:
         """``(step, num_steps, reuse_allowed)`` of a call at ``sigma`` in the gate's schedule."""
         step = self.schedule.step_of(sigma)
@@ -365,6 +403,8 @@ class SeaCacheGate:
                 state.history.append(decision.step, _select(residual, plan.items))
             else:
                 state.accumulated, state.consecutive = plan.accumulated, state.consecutive + 1
+        if decision.follows:
+            return
         if not computed:
             kind, reason = REUSED, None
         elif decision.reuse:

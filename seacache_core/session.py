@@ -87,6 +87,13 @@ class SeaCacheSession:
         """One call, decided (see :meth:`decide`), to be carried out through the returned :class:`GatedCall`."""
         return GatedCall(self.gate, self.decide(latent, sigma, keys, filter_sigma, sound), self.lock)
 
+    def start_follower(self, keys: Sequence[Hashable], leaders: Sequence[Hashable], sigma: float) -> GatedCall:
+        """A pass that follows its leaders' calls of this step (:meth:`SeaCacheGate.follow`), to be carried out
+        through the returned :class:`GatedCall`."""
+        with self.lock:
+            decision = self.gate.follow(keys, leaders, sigma)
+        return GatedCall(self.gate, decision, self.lock)
+
     def run(
         self,
         stack: Callable[[torch.Tensor], torch.Tensor],

@@ -130,6 +130,7 @@ def measure(ns, case: Case, model=None) -> dict:
     alone_error = rel_error(run(alone), run(model))
     return dict(case=case.name, steps=case.steps, exact=exact, error=rel_error(cached, plain), alone_error=alone_error,
                 reused=report["reused"], calls=report["calls"], guidance_calls=report["guidance_calls"],
+                guidance_followed=report["guidance_followed"], guidance_reused=report["guidance_reused"],
                 seam=report["seam"], alone_reused=last_report(alone)["reused"])
 
 

@@ -195,3 +195,39 @@ def test_text_kv_cache_follows_hook_loras(tiny, lora_dir):
     expected = tiny.sample(uncached, hooked, prompt, steps=STEPS)
     assert rel(expected, tiny.sample(uncached, prompt, prompt, steps=STEPS)) > 1e-3  # the hook changes the result
     assert torch.equal(tiny.sample(tiny.model, hooked, prompt, steps=STEPS), expected)
+
+
+def test_skip_layer_pass_follows_the_main_call_on_cosmos3(tiny, monkeypatch):
+    """SkipLayerGuidanceDiT after SeaCache Apply (gate sea, 0.25) on this pack's Cosmos3: the skip pass follows its
+    cond's decision with its own history (the Cosmos3 seam wraps the whole generator stack, so any skipped layer
+    lies inside it). On every fixed seed it reuses, runs the stack less often and ends nearer the graph without
+    SeaCache than with the skip pass run plain (docs/quality.md measures both ways)."""
+    import sys
+
+    from seacache_testing.composition_cases import rel_error
+
+    node = tiny.ns.nodes.NODE_CLASS_MAPPINGS["SeaCacheApply"]
+    runtime = sys.modules[node.__module__.rsplit(".nodes.", 1)[0] + ".nodes.seacache.runtime"]
+    steps = 20
+
+    def run(model, seed):
+        return tiny.sample(_skip_layer_guidance(tiny, model), steps=steps, sampler="euler", seed=seed, cfg=5.0)
+
+    def cached(seed):
+        model = tiny.seacache(threshold=0.25, gate="sea")
+        out = run(model, seed)
+        report = last_report(model)  # stack runs counted per item: cond and uncond batched, one skip pass
+        return out, report, 2 * report["ran"] + report["guidance_calls"] - report["guidance_reused"]
+
+    for seed in (0, 1, 2, 3):
+        reference = run(tiny.model, seed)
+        follow, report, follow_work = cached(seed)
+        assert report["guidance_calls"] == report["guidance_followed"] == steps and report["guidance_reused"] > 0
+        with monkeypatch.context() as plain_pass:
+            plain_pass.setattr(runtime.SeaCacheRun, "follower_name", lambda self, options: None)
+            plain, plain_report, plain_work = cached(seed)
+        assert plain_report["guidance_followed"] == 0
+        follow_error, plain_error = rel_error(follow, reference), rel_error(plain, reference)
+        print(f"seed {seed}: follow {follow_error:.4f} ({follow_work} stack item runs), "
+              f"plain {plain_error:.4f} ({plain_work})")
+        assert follow_error < plain_error and follow_work < plain_work

@@ -426,3 +426,43 @@ def test_joint_gate_computes_when_the_sound_changes_shape():
         decision = gate.decide(["c"], _noise(), 0.5, step, 4, sound=_noise((1, 4, frames)))
         gate.commit(decision, torch.zeros(1, 1))
     assert decision.distance == float("inf") and not decision.reuse
+
+
+def test_a_follower_reuses_its_own_history_exactly_when_its_leader_reused():
+    """``follow``: a guidance pass reuses from its own residuals at the steps its leader reused (and has a history),
+    computes and commits its residual otherwise; an unknown leader leaves it untouched; no statistics record."""
+    n = 12
+    sigmas = _sigmas(n)
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.05, max_consecutive=2))
+    gate.schedule.set([*sigmas, 0.0])
+    own, pattern = ResidualHistory(gate.config.order), ""  # the follower's residuals, kept apart
+    for step, (latent, sigma) in enumerate(zip(_drifting(n), sigmas)):
+        _, leader_reused = _call(gate, ["c"], latent, sigma, None, None)
+        residual = torch.full((1, 5), float(step))
+        decision = gate.follow(["c+g0"], ["c"], sigma)
+        predicted = gate.predict(decision, residual) if decision.reuse else None
+        gate.commit(decision) if predicted is not None else gate.commit(decision, residual)
+        assert decision.reuse == leader_reused and decision.follows
+        if predicted is not None:  # extrapolated from the follower's own residuals, not the leader's
+            assert torch.equal(predicted, own.predict(step, residual.device, residual.dtype))
+        else:
+            own.append(step, residual)
+        pattern += "R" if leader_reused else "C"
+    assert "R" in pattern and "C" in pattern
+    assert gate.stats.calls == n and _letters(gate).replace("F", "C") == pattern  # the leader's records only
+    assert gate.branch_state("c+g0").last_step == n - 1
+    orphan = gate.follow(["u+g0"], ["u"], sigmas[3])
+    assert (orphan.reuse, orphan.reason) == (False, "no_leader")
+    gate.commit(orphan, torch.zeros(1, 5))
+    assert gate.branch_state("u+g0") is None
+
+
+def test_threshold_zero_leaves_every_follower_computing():
+    n = 8
+    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.0))
+    gate.schedule.set([*_sigmas(n), 0.0])
+    for latent, sigma in zip(_drifting(n), _sigmas(n)):
+        _call(gate, ["c", "u"], torch.cat([latent, latent]), sigma, None, None)
+        decision = gate.follow(["c+g0"], ["c"], sigma)
+        assert not decision.reuse
+        gate.commit(decision, torch.randn(1, 5))

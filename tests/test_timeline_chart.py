@@ -77,8 +77,9 @@ def test_summary_text_states_status_steps_threshold_and_counts(chart, report):
 
 def test_summary_text_names_calls_that_ran_outside_the_gate(chart, report):
     assert "guidance" not in chart.summary_text(report) and "missed" not in chart.summary_text(report)
-    lines = chart.summary_text({**report, "guidance_calls": 12, "uncached_calls": 1, "seam": "block stack"}).splitlines()
-    assert lines[-3:] == ["guidance calls (other model options, run plain): 12",
+    lines = chart.summary_text({**report, "guidance_calls": 12, "guidance_followed": 10, "guidance_reused": 4,
+                                "uncached_calls": 1, "seam": "block stack"}).splitlines()
+    assert lines[-3:] == ["guidance calls: 12 (10 followed their step's call, 4 of them reused; 2 ran plain)",
                           "calls that missed the seam (ran whole): 1", "residual boundary: block stack"]
 
 

@@ -18,16 +18,19 @@ def frontend_report(report: dict | None) -> dict:
 
 def summary_text(report: dict | None) -> str:
     """The run's status and step count above the gate's own summary (counts, speedup, forced reasons, timeline),
-    then the calls that ran outside the gate (guidance calls, calls that missed the seam) where there were any, why
+    then the guidance calls (followed or plain) and the calls that missed the seam where there were any, why
     caching stopped mid-run if it did, and the residual boundary (seam) the run used."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
     setting = (f"speedup target {report['speedup_target']:g}x" if report.get("speedup_target")
                else f"threshold {report['threshold']}")
     text = f"SeaCache run {report['status']} over {report['steps']} steps ({setting}):\n{report['summary']}"
-    uncached = {"guidance calls (other model options, run plain)": report.get("guidance_calls"),
-                "calls that missed the seam (ran whole)": report.get("uncached_calls")}
-    text += "".join(f"\n{label}: {count}" for label, count in uncached.items() if count)
+    if report.get("guidance_calls"):
+        followed = report.get("guidance_followed", 0)
+        text += (f"\nguidance calls: {report['guidance_calls']} ({followed} followed their step's call, "
+                 f"{report.get('guidance_reused', 0)} of them reused; {report['guidance_calls'] - followed} ran plain)")
+    if report.get("uncached_calls"):
+        text += f"\ncalls that missed the seam (ran whole): {report['uncached_calls']}"
     if report.get("stopped"):
         text += f"\ncaching stopped {report['stopped']}; the rest of the run was computed whole"
     if report.get("seam"):

@@ -54,10 +54,11 @@ def marked_as_guidance(model_options: dict) -> dict:
     return {**model_options, "transformer_options": {**model_options.get("transformer_options", {}), GUIDANCE_OPTION: True}}
 
 
-def mark_guidance_calls(model_options: dict) -> None:
+def mark_guidance_calls(model_options: dict) -> bool:
     """Wrap the run's pre-/post-CFG functions (in the run's private options) so that the model calls they make carry
     ``GUIDANCE_OPTION``: the mark travels with each call's options, so it holds in whichever thread runs the call
-    (ComfyUI's MultiGPU pool) and is never seen by another thread's calls; nothing is shared between calls."""
+    (ComfyUI's MultiGPU pool) and is never seen by another thread's calls; nothing is shared between calls.
+    True when the run has such functions (their calls may follow the step's main call and keep a history)."""
 
     def marked(function):
         @wraps(function)
@@ -71,3 +72,4 @@ def mark_guidance_calls(model_options: dict) -> None:
     for name in GUIDANCE_FUNCTIONS:
         if name in model_options:
             model_options[name] = [marked(function) for function in model_options[name]]
+    return any(model_options.get(name) for name in GUIDANCE_FUNCTIONS)

@@ -19,9 +19,13 @@ Failure behaviour, the same for every seam:
 - A call that never passes the seam (a code path the seam does not know, an output that does not match the
   latent): it ran whole, so its output is exact; the gate forgets it and the report counts it in
   ``uncached_calls``. Never an error in the middle of sampling.
-- Model calls with other model options (skip-layer guidance, perturbed attention: other ``patches_replace``) or
-  made by a guidance function (pre- or post-CFG): they run whole, leave gate and history untouched, and are
-  counted in ``guidance_calls``.
+- Model calls with other replacement patches than the sampler's (skip-layer guidance, perturbed attention: other
+  ``patches_replace``) follow the step's main call: each of their items has its own branch (its conditioning's
+  key plus a name for the patch set, "cond0/0+g0") and residual history, and reuses exactly when its
+  conditioning's branch reused at this step (``SeaCacheGate.follow``), so its error moves with the main call's
+  instead of meeting a predicted cond with an exact skip pass. Other calls made by a guidance function (pre- or
+  post-CFG) run whole and leave gate and history untouched. All are counted in ``guidance_calls``; the report's
+  ``guidance_followed`` and ``guidance_reused`` say how many followed and how many of those reused.
 - A context window whose rows or frames cannot be mapped to the step's latent runs whole; its step is then not
   committed (counted in ``uncached_calls``).
 - An error raised by the model itself propagates; the report says "failed"; the run's state is freed.
@@ -129,7 +133,11 @@ class SeaCacheRun:
         self.names: dict = {}
         self.windows: dict = {}
         self.uncached_calls = 0
-        self.guidance_calls = 0
+        self.guidance_calls = 0  # every guidance call; of them, followers that passed the seam and those reused:
+        self.guidance_followed = 0
+        self.guidance_reused = 0
+        self.guidance_signatures: dict[str, str] = {}  # the patch set of each kind of follower -> its name "g0"...
+        self.guided = False  # the run has guidance functions (set at run start): the estimate counts followers
         self.stopped: str | None = None  # why SeaCache stopped caching mid-run (its own code raised); None: it did not
 
     def stop_caching(self, error: Exception, step: int | None = None) -> None:
@@ -163,6 +171,21 @@ class SeaCacheRun:
         """Whether this call belongs to guidance rather than to the sampler's step: made inside a guidance
         function, or with other block/attention patches than the run's (e.g. skip-layer guidance)."""
         return transformer_options.get(GUIDANCE_OPTION, False) or options_signature(transformer_options) != self.patches_signature
+
+    def follower_name(self, transformer_options: dict) -> str | None:
+        """For a guidance call with other replacement patches than the run's (a skip-layer pass), the stable name
+        of its patch set ("g0", "g1"... in order of appearance); None for a call that runs plain."""
+        signature = options_signature(transformer_options)
+        if signature == self.patches_signature:
+            return None
+        with self.lock:
+            return self.guidance_signatures.setdefault(repr(signature), f"g{len(self.guidance_signatures)}")
+
+    def start_follower(self, transformer_options: dict, x, t, name: str) -> GatedCall:
+        """A guidance pass (patch set ``name``) following the step's main call on the same conditioning entries."""
+        with self.lock:
+            leaders = self.branch_keys(transformer_options, x.shape[0])
+        return self.session.start_follower([f"{key}+{name}" for key in leaders], leaders, float(t.flatten()[0]))
 
     def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> GatedCall:
         """One call on the sampler's latent ``x`` at timestep ``t`` (mapped to the flow convention the SEA filter
@@ -199,10 +222,28 @@ class SeaCacheRun:
                 self.uncached_calls += 1
         return call
 
-    def count_guidance_call(self) -> None:
-        """Count one guidance call (it ran plain)."""
+    def start_follower_or_plain(self, transformer_options: dict, x, t) -> GatedCall | None:
+        """For a guidance call with other replacement patches than the run's, the follower call of
+        :meth:`start_follower`; None when the call runs plain: its patches are the run's, SeaCache stopped caching
+        in this run, or the follow decision raises now (caching stops). No collective across ranks: every rank
+        makes the same guidance calls and follows the decisions its ranks already agreed on."""
+        if self.stopped is not None:
+            return None
+        try:
+            name = self.follower_name(transformer_options)
+            return None if name is None else self.start_follower(transformer_options, x, t, name)
+        except Exception as exc:  # noqa: BLE001 - SeaCache's gate failed: this call and the rest run whole
+            self.stop_caching(exc)
+            return None
+
+    def count_guidance_call(self, stack_call: StackCall | None = None) -> None:
+        """Count one guidance call: plain (no ``stack_call``) or followed through the seam (reused or computed)."""
         with self.lock:
             self.guidance_calls += 1
+            if stack_call is not None and stack_call.call.done and not all(
+                    plan.frozen for plan in stack_call.call.decision.branches):  # passed the seam, had a leader
+                self.guidance_followed += 1
+                self.guidance_reused += bool(stack_call.reusing)
 
     def end_call(self, call: GatedCall, failure: Exception | None = None) -> None:
         """Count a call that missed the seam; stop caching when SeaCache's code raised inside the model during the
@@ -219,15 +260,17 @@ class SeaCacheRun:
 
     def history_bytes(self, base_model, input_shape) -> int:
         """Device bytes of the residual history at its fullest for a model batch of ``input_shape`` (one branch
-        per item), in the stack's compute dtype."""
+        per item, and one follower per item when the run has guidance functions), in the stack's compute dtype."""
         dtype = base_model.manual_cast_dtype or base_model.get_dtype()
         numel = self.seam.residual_numel(base_model.diffusion_model, tuple(input_shape))
-        return input_shape[0] * self.session.gate.config.history_bytes(numel, comfy.model_management.dtype_size(dtype))
+        branches = input_shape[0] * (2 if self.guided else 1)
+        return branches * self.session.gate.config.history_bytes(numel, comfy.model_management.dtype_size(dtype))
 
     def report(self, status: str) -> dict:
         """The session's report plus the seam and the calls that ran uncached."""
         return {**self.session.report(status), "seam": self.seam.name, "uncached_calls": self.uncached_calls,
-                "guidance_calls": self.guidance_calls, "stopped": self.stopped}
+                "guidance_calls": self.guidance_calls, "guidance_followed": self.guidance_followed,
+                "guidance_reused": self.guidance_reused, "stopped": self.stopped}
 
 
 def log_run(model_name: str, report: dict) -> None:
@@ -244,8 +287,9 @@ def log_run(model_name: str, report: dict) -> None:
 
 def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
     """``APPLY_MODEL`` wrapper: decide on the sampler's latent and run the model with the call handed to the seam.
-    Guidance calls run plain. A window's call inside a step gated as a whole (moving context windows) enters the
-    seam through the step's view of it."""
+    Guidance calls with other replacement patches follow the step's main call; other guidance calls run plain. A
+    window's call inside a step gated as a whole (moving context windows) enters the seam through the step's view
+    of it."""
     run: SeaCacheRun | None = transformer_options.get(RUN_OPTION)
     if run is None:
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
@@ -258,18 +302,33 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
         with run.seam.bind(base_model, view) if view is not None else nullcontext():
             return executor(x, t, c_concat, c_crossattn, control, options, **kwargs)
     if run.is_guidance_call(transformer_options):
-        run.count_guidance_call()
-        return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
+        call = run.start_follower_or_plain(transformer_options, x, t)
+        if call is None:
+            run.count_guidance_call()
+            return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
+        out, stack_call = through_seam(run, call, executor, x, t, c_concat, c_crossattn, control, transformer_options,
+                                       **kwargs)
+        if stack_call.failure is not None:
+            run.stop_caching(stack_call.failure, call.decision.step)
+        call.finish()  # a follower that missed the seam (its patches skip the stack's first or last block) ran plain
+        run.count_guidance_call(stack_call)
+        return out
     call = run.start_call_or_stop(transformer_options, base_model, x, t)
     if call is None:
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-    stack_call = StackCall(call, x.shape[0], video_stream(base_model, x).shape[1])
-    options = {**transformer_options, CALL_OPTION: stack_call}
-    with run.seam.bind(base_model, stack_call):
-        out = executor(x, t, c_concat, c_crossattn, control, options, **kwargs)
+    out, stack_call = through_seam(run, call, executor, x, t, c_concat, c_crossattn, control, transformer_options,
+                                   **kwargs)
     run.end_call(call, stack_call.failure)
     return out
 
+
+def through_seam(run: SeaCacheRun, call: GatedCall, executor, x, t, c_concat, c_crossattn, control,
+                 transformer_options: dict, **kwargs):
+    """Run the model with ``call`` handed to the seam; the output and the seam's :class:`StackCall`."""
+    stack_call = StackCall(call, x.shape[0], video_stream(executor.class_obj, x).shape[1])
+    options = {**transformer_options, CALL_OPTION: stack_call}
+    with run.seam.bind(executor.class_obj, stack_call):
+        return executor(x, t, c_concat, c_crossattn, control, options, **kwargs), stack_call
 
 def outer_sample_wrapper(executor, *args, **kwargs):
     """Run start: refuse what cannot be honoured, choose the seam for the final MODEL, create the run; publish its
@@ -291,7 +350,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
         with run_scoped_option(guider, RUN_OPTION, run):
             seam.enter_run(guider.model_options)
             run.patches_signature = options_signature(guider.model_options["transformer_options"])
-            mark_guidance_calls(guider.model_options)
+            run.guided = mark_guidance_calls(guider.model_options)
             out = executor(*args, **kwargs)
         status = "completed"
         return out
