@@ -24,7 +24,8 @@ class Decision:
     """The verdict of `SeaCacheGate.decide` for one call.
 
     `reuse` is True only when every branch may reuse (and, in a sequence-parallel run, every rank: `.ranks`).
-    `follows` marks a decision of `SeaCacheGate.follow` (a guidance pass following its branch's call; no record).
+    `follows` marks a decision of `SeaCacheGate.follow` (a guidance pass following its branch's call; no record;
+    its own reasons: leader_computed, no_leader, no_history, repeat, reset, off_schedule).
     `reason` says why the call computes: a forced reason (warmup, end, reset, max_consecutive, no_history, window,
     off_schedule, repeat, other_rank) or "threshold"; None on reuse. `distance` and `accumulated` are maxima over
     the branches (None where none was evaluated). `branches` holds the per-branch plans that `commit` applies.
@@ -315,7 +316,8 @@ class SeaCacheGate:
         for key, items in groups.items():
             leader = self._states.get(leader_of[key])
             if step is None or leader is None:
-                plans.append(BranchPlan(key, items, frozen=True, reason="off_schedule" if step is None else "no_leader"))
+                reason = "off_schedule" if step is None else "no_leader"
+                plans.append(BranchPlan(key, items, frozen=True, reason=reason))
                 continue
             state = self._states.get(key)
             call_relation = relation(state, step, sigma)
