@@ -185,7 +185,7 @@ class SeaCacheRun:
         """A guidance pass (patch set ``name``) following the step's main call on the same conditioning entries."""
         with self.lock:
             leaders = self.branch_keys(transformer_options, x.shape[0])
-        sigma = float(t.flatten()[0])  # one host read (the guidance function read this sigma on the host already)
+        sigma = float(t.flatten()[0])  # one host read per follower call
         return self.session.start_follower([f"{key}+{name}" for key in leaders], leaders, sigma)
 
     def start_call(self, transformer_options: dict, base_model, x, t, keys=None) -> GatedCall:
