@@ -231,3 +231,23 @@ def test_skip_layer_pass_follows_the_main_call_on_cosmos3(tiny, monkeypatch):
         print(f"seed {seed}: follow {follow_error:.4f} ({follow_work} stack item runs), "
               f"plain {plain_error:.4f} ({plain_work})")
         assert follow_error < plain_error and follow_work < plain_work
+
+
+def test_a_failing_follower_decision_stops_caching_without_raising(tiny, monkeypatch):
+    """The runtime's guard covers the follower path: a follow decision that raises leaves that call and the rest of
+    the run computed whole (threshold 0: bit-identical), and the report says why."""
+    import sys
+
+    node = tiny.ns.nodes.NODE_CLASS_MAPPINGS["SeaCacheApply"]
+    gate = sys.modules[node.__module__.rsplit(".nodes.", 1)[0] + ".seacache_core.gate"]
+
+    def failing(self, keys, leaders, sigma):
+        raise RuntimeError("injected follower failure")
+
+    monkeypatch.setattr(gate.SeaCacheGate, "follow", failing)
+    guided = tiny.sample(_skip_layer_guidance(tiny, tiny.model), steps=STEPS)
+    model = tiny.seacache(threshold=0.0)
+    assert torch.equal(tiny.sample(_skip_layer_guidance(tiny, model), steps=STEPS), guided)
+    report = last_report(model)
+    assert report["stopped"] == "during sampling: RuntimeError: injected follower failure"
+    assert report["guidance_calls"] == STEPS and report["guidance_followed"] == 0 and report["calls"] == 1
