@@ -73,3 +73,17 @@ def pack(comfy):
     torch.set_num_threads(1)
     yield comfyui_harness.load_pack_with_comfyui_loader(comfy)
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def asked(comfy, monkeypatch):
+    """The memory each sampling run asks ComfyUI to free (``load_models_gpu``), in run order."""
+    asked = []
+    load = comfy.mm.load_models_gpu
+
+    def recording(models, memory_required=0, **kwargs):
+        asked.append(memory_required)
+        return load(models, memory_required=memory_required, **kwargs)
+
+    monkeypatch.setattr(comfy.mm, "load_models_gpu", recording)
+    return asked

@@ -270,21 +270,13 @@ RESIDUAL_NUMEL = {
 
 
 @pytest.mark.parametrize("name", list(RESIDUAL_NUMEL))
-def test_memory_estimate_counts_the_residual_history_for_every_seam(comfy, pack, monkeypatch, name):
+def test_memory_estimate_counts_the_residual_history_for_every_seam(comfy, pack, asked, name):
     """What ComfyUI frees before sampling grows by the history at its fullest: 2 branches (cond, uncond) x
     (order + 1) residuals x tokens x width x 4 bytes (fp32); nothing with the history on the CPU."""
     if tiny_comfy_models.missing(name):
         pytest.skip(tiny_comfy_models.missing(name))
     spec = tiny_comfy_models.SPECS[name]
     model = tiny_comfy_models.build(name)
-    asked = []
-    load = comfy.mm.load_models_gpu
-
-    def recording(models, memory_required=0, **kwargs):
-        asked.append(memory_required)
-        return load(models, memory_required=memory_required, **kwargs)
-
-    monkeypatch.setattr(comfy.mm, "load_models_gpu", recording)
     sample(comfy, model, spec, steps=1)
     sample(comfy, seacache(comfy, model, residual_order="2"), spec, steps=1)
     sample(comfy, seacache(comfy, model, residual_storage="cpu"), spec, steps=1)
@@ -324,19 +316,11 @@ def test_a_failure_inside_a_moving_window_step_falls_back_to_whole_calls(comfy, 
     assert sum("SeaCache stopped caching" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_memory_estimate_counts_a_follower_per_item_under_guidance_functions(comfy, pack, monkeypatch):
+def test_memory_estimate_counts_a_follower_per_item_under_guidance_functions(comfy, pack, asked):
     """With a guidance function on the run (SkipLayerGuidanceDiT), each item may get a follower with its own
     history: the estimate doubles the history of the plain run."""
     name = cases.MODEL
     spec, model = tiny_comfy_models.SPECS[name], tiny_comfy_models.build(name)
-    asked = []
-    load = comfy.mm.load_models_gpu
-
-    def recording(models, memory_required=0, **kwargs):
-        asked.append(memory_required)
-        return load(models, memory_required=memory_required, **kwargs)
-
-    monkeypatch.setattr(comfy.mm, "load_models_gpu", recording)
     sample(comfy, cases.skip_layer_guidance(comfy, model), spec, steps=1)
     sample(comfy, cases.skip_layer_guidance(comfy, seacache(comfy, model, residual_order="2")), spec, steps=1)
     assert asked[1] - asked[0] == pytest.approx(2 * 2 * 3 * RESIDUAL_NUMEL[name] * 4)

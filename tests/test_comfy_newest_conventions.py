@@ -46,20 +46,6 @@ def sampler_helpers():
     return comfy.sampler_helpers
 
 
-@pytest.fixture
-def asked(comfy, monkeypatch):
-    """The memory each sampling run asks ComfyUI to free (``load_models_gpu``), in run order."""
-    asked = []
-    load = comfy.mm.load_models_gpu
-
-    def recording(models, memory_required=0, **kwargs):
-        asked.append(memory_required)
-        return load(models, memory_required=memory_required, **kwargs)
-
-    monkeypatch.setattr(comfy.mm, "load_models_gpu", recording)
-    return asked
-
-
 def test_newest_estimate_call_skips_the_profile_for_an_estimator_without_it(comfy, pack, monkeypatch, asked):
     """The model's estimator takes no attention profile (BaseModel on 0.3.64 and 0.33.0): while SeaCache counts its
     history in, the newest caller must still see that signature, not SeaCache's ``**kwargs``, or it would pass the
