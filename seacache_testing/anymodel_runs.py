@@ -3,6 +3,7 @@ sampler nodes, count block executions, read SeaCache reports."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import torch
@@ -62,3 +63,24 @@ def counting_blocks(diffusion_model):
     finally:
         for handle in handles:
             handle.remove()
+
+
+def in_threads(works) -> list:
+    """Each callable of ``works`` in a thread of its own, all started before any is joined; their results in order.
+    The first exception raised in a thread is raised again here."""
+    outs, errors = [None] * len(works), []
+
+    def run(index):
+        try:
+            outs[index] = works[index]()
+        except BaseException as error:  # re-raised in the caller's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(works))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return outs

@@ -14,6 +14,7 @@ ComfyUI's tiny random-weight Wan 2.1 (and the other core families for the memory
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -23,7 +24,7 @@ import torch
 
 from seacache_testing import composition_cases as cases
 from seacache_testing import tiny_comfy_models
-from seacache_testing.anymodel_runs import counting_blocks, last_report, sample, seacache
+from seacache_testing.anymodel_runs import counting_blocks, in_threads, last_report, sample, seacache
 
 STEPS = 20
 EXTRA_NODES = ("nodes_slg.py", "nodes_context_windows.py", "nodes_easycache.py")
@@ -170,24 +171,13 @@ def test_each_run_logs_one_summary_line_and_warns_once_when_calls_ran_whole(comf
 def _threaded_calls(executor, model, conds, x_in, timestep, model_options):
     """``CALC_COND_BATCH`` wrapper: each conditioning list in its own thread, all entering the model together."""
     barrier = threading.Barrier(len(conds))
-    outs, errors = [None] * len(conds), []
 
-    def work(index):
-        try:
-            with torch.inference_mode():
-                barrier.wait()
-                outs[index] = executor(model, [conds[index]], x_in, timestep, model_options)[0]
-        except BaseException as error:  # re-raised in the caller's thread
-            errors.append(error)
+    def work(cond):
+        with torch.inference_mode():
+            barrier.wait()
+            return executor(model, [cond], x_in, timestep, model_options)[0]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(conds))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return outs
+    return in_threads([functools.partial(work, cond) for cond in conds])
 
 
 def test_concurrent_calls_from_two_threads(comfy, pack, wan):

@@ -15,7 +15,7 @@ import torch
 
 from seacache_testing import community_cosmos3_standin as standin
 from seacache_testing import tiny_comfy_models
-from seacache_testing.anymodel_runs import last_report, sample, seacache
+from seacache_testing.anymodel_runs import in_threads, last_report, sample, seacache
 
 STEPS = 8
 SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
@@ -79,25 +79,6 @@ def overlapping(module, threads=2):
     return module.register_forward_pre_hook(hold)
 
 
-def in_two_threads(work):
-    outs, errors = [None, None], []
-
-    def run(index):
-        try:
-            outs[index] = work()
-        except BaseException as error:  # re-raised in the test's thread
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return outs
-
-
 def test_a_guidance_call_run_by_another_thread_stays_uncached(comfy, wan):
     from comfy.patcher_extension import WrappersMP
 
@@ -118,7 +99,7 @@ def test_two_threads_on_one_patched_model_decide_as_one_thread(comfy, pack, wan,
     # its run (ComfyUI then clears the shared current_patcher) while the other is still mid-call
     handle = overlapping(wan.model.diffusion_model)
     try:
-        outs = in_two_threads(lambda: sample(comfy, patched, SPEC, steps=STEPS))
+        outs = in_threads([lambda: sample(comfy, patched, SPEC, steps=STEPS)] * 2)
     finally:
         handle.remove()
     assert all(torch.equal(out, alone) for out in outs)
@@ -151,7 +132,7 @@ def test_two_threads_on_one_community_model_decide_as_one_thread(comfy, pack, mo
     reports = RunReports(pack, monkeypatch)
     handle = overlapping(model.model.diffusion_model)
     try:
-        outs = in_two_threads(lambda: community_run(comfy, patched))
+        outs = in_threads([lambda: community_run(comfy, patched)] * 2)
     finally:
         handle.remove()
     assert all(torch.equal(out, alone) for out in outs)
