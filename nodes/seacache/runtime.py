@@ -53,7 +53,7 @@ from ..run_scope import run_scoped_option
 from .call import CALL_OPTION, RUN_OPTION, StackCall, branch_key
 from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
 from .run_inputs import refuse_bad_run_inputs
-from .sampling import av_streams, flow_scale_and_sigma, flow_scale_and_sigma_on_device, scaled, video_stream
+from .sampling import av_streams, flow_scale_and_sigma, flow_scale_and_sigma_on_device, latent_channels, scaled
 from .seams import select_seam
 from .seams.base import Seam
 
@@ -326,10 +326,11 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
 def through_seam(run: SeaCacheRun, call: GatedCall, executor, x, t, c_concat, c_crossattn, control,
                  transformer_options: dict, **kwargs):
     """Run the model with ``call`` handed to the seam; the output and the seam's :class:`StackCall`."""
-    stack_call = StackCall(call, x.shape[0], video_stream(executor.class_obj, x).shape[1])
+    stack_call = StackCall(call, x.shape[0], latent_channels(executor.class_obj, x))
     options = {**transformer_options, CALL_OPTION: stack_call}
     with run.seam.bind(executor.class_obj, stack_call):
         return executor(x, t, c_concat, c_crossattn, control, options, **kwargs), stack_call
+
 
 def outer_sample_wrapper(executor, *args, **kwargs):
     """Run start: refuse what cannot be honoured, choose the seam for the final MODEL, create the run; publish its

@@ -48,14 +48,21 @@ def scaled(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return (x.to(compute) * scale.to(compute)).to(x.dtype)
 
 
+def packed_shapes(base_model, x: torch.Tensor) -> list | None:
+    """The streams' shapes when ``x`` is a latent ComfyUI's sampler packed from several (``[B, 1, N]``, the shapes in
+    ``base_model.latent_shapes``), else None."""
+    shapes = getattr(base_model, "latent_shapes", None)
+    return shapes if shapes is not None and len(shapes) >= 2 and x.ndim == 3 else None
+
+
 def av_streams(base_model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(video, sound)`` of a model call's latent that ComfyUI's sampler packed from a video and a sound latent
     (``[B, 1, N]``, the two streams' shapes in ``base_model.latent_shapes``), else ``(x, None)``. The gate reads the
     video, and Cosmos3's sound ``[B, C, T]`` too (``SeaCacheConfig.sound_weight``, chosen on the trained
     audio-video proxy: docs/quality.md, Sound). LTX-2's audio ``[B, C, T, F]`` is not handed to the gate: the joint
     gate was not measured on it, so LTX-2 keeps the video-only gate."""
-    shapes = getattr(base_model, "latent_shapes", None)
-    if shapes is None or len(shapes) < 2 or x.ndim != 3:
+    shapes = packed_shapes(base_model, x)
+    if shapes is None:
         return x, None
     cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
     video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
@@ -64,6 +71,8 @@ def av_streams(base_model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor 
     return video, x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
 
 
-def video_stream(base_model, x: torch.Tensor) -> torch.Tensor:
-    """The first (video) stream of a model call's latent (see :func:`av_streams`), else ``x`` itself."""
-    return av_streams(base_model, x)[0]
+def latent_channels(base_model, x: torch.Tensor) -> int:
+    """Channels of the sampler's (video) latent in a model call's ``x``, read off the shapes without slicing it: the
+    first stream's of a packed latent (see :func:`av_streams`)."""
+    shapes = packed_shapes(base_model, x)
+    return int(x.shape[1] if shapes is None else tuple(shapes[0])[1])
