@@ -23,9 +23,9 @@ MODEL = "wan21_t2v"
 CFG = 5.0
 
 
-def with_defaults(ns, node: str, **inputs):
+def with_defaults(ns, node: str, hidden: dict | None = None, **inputs):
     """Run a core node with its schema defaults for every input not given; inputs this version's node does not
-    have are left out (the nodes' inputs differ between ComfyUI versions)."""
+    have are left out (the nodes' inputs differ between ComfyUI versions). ``hidden``: the node's hidden inputs."""
     from . import comfyui_harness
 
     known = {}
@@ -34,7 +34,7 @@ def with_defaults(ns, node: str, **inputs):
             known[item.id] = inputs[item.id]
         elif getattr(item, "default", None) is not None:
             known[item.id] = item.default
-    return ns.run_node(node, **known).outputs[0]
+    return ns.run_node(node, hidden=hidden, **known).outputs[0]
 
 
 def identity_block(args, extra):

@@ -127,18 +127,21 @@ def _write_json(path: str, payload) -> None:
         json.dump(payload, f, indent=1)
 
 
-def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards: int = 2) -> str:
-    """Write the whole checkpoint folder of ``preset`` at ``root`` and return it."""
+def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards: int = 2,
+                         transformer_weights: tuple[Cosmos3Config, dict] | None = None) -> str:
+    """Write the whole checkpoint folder of ``preset`` at ``root`` and return it. ``transformer_weights`` (config,
+    state dict) puts a trained transformer (the benchmarks' proxies) in the preset's layout instead of random
+    weights of the preset's sizes."""
     from .tiny_tokenizer import write_tiny_tokenizer
     from .tiny_vae import write_tiny_vae
 
     if preset not in PRESETS:
         raise ValueError(f"Unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
     spec = PRESETS[preset]
-    config = Cosmos3Config(**spec.sizes, **spec.architecture)
+    config, state = transformer_weights or (Cosmos3Config(**spec.sizes, **spec.architecture), None)
     transformer = os.path.join(root, "transformer")
     _write_json(os.path.join(transformer, "config.json"), {"_class_name": "Cosmos3OmniTransformer", **config.to_dict()})
-    write_sharded(random_transformer_state(config, seed), transformer, shards, spec.weight_stem)
+    write_sharded(random_transformer_state(config, seed) if state is None else state, transformer, shards, spec.weight_stem)
     write_tiny_vae(os.path.join(root, "vae"), seed=seed)
     if config.sound_gen:
         from .tiny_audio_vae import write_tiny_audio_vae

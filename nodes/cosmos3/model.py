@@ -238,6 +238,17 @@ def check_av_shapes(config: Cosmos3Config, audio: AudioVAEConfig | None, latent_
             )
 
 
+class UnnormalisedVideoLatent(comfy.latent_formats.LatentFormat):
+    """The latent format of a checkpoint whose latent is not Wan2.2's 48 channels (a proxy trained on its own
+    latent space, such as the benchmarks' quality proxies): video-shaped and passed through unscaled, since
+    Wan2.2's per-channel statistics do not apply to it."""
+
+    latent_dimensions = 3
+
+    def __init__(self, channels: int):
+        self.latent_channels = channels
+
+
 class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
     """ComfyUI model config: Wan2.2 latent space, flow sampling with Nano's 720p shift and identity timesteps."""
 
@@ -249,10 +260,11 @@ class Cosmos3ModelConfig(comfy.supported_models_base.BASE):
 
     def __init__(self, config: Cosmos3Config):
         super().__init__({"image_model": "cosmos3", **config.to_dict()})
+        if config.latent_channel != self.latent_format.latent_channels:
+            self.latent_format = UnnormalisedVideoLatent(config.latent_channel)
 
     def get_model(self, state_dict, prefix="", device=None):
         return Cosmos3(self, device=device)
-
 
 
 class HookAwareTextKVCache(TextKVCache):

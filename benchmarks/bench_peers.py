@@ -1,0 +1,553 @@
+"""SeaCache against the caches a ComfyUI user could pick instead, at matched speed, through ComfyUI.
+
+Each trained proxy (``benchmarks/train_proxy.py``; not Cosmos3-Nano, not Wan 2.1 1.3B) is loaded the way a user
+loads its model: the two Cosmos3-architecture proxies written as checkpoint folders and read by this pack's
+Cosmos3 Loader, the Wan 2.1 proxy (``benchmarks/proxy_wan.py``) by ComfyUI's own UNETLoader. Every prompt/seed
+pair is sampled through ComfyUI's sampler nodes (SamplerCustomAdvanced, CFGGuider, euler, cond and uncond in one
+call) uncached and with each cache:
+
+- ``SeaCache``: SeaCache Apply at its defaults, the threshold swept;
+- ``SeaCache, gate sea``: the paper's gate (``gate="sea"``), the threshold swept;
+- ``EasyCache`` / ``LazyCache``: ComfyUI's core nodes at their defaults, ``reuse_threshold`` swept;
+- ``fixed interval``: a fixed set of evenly spaced steps computed (first and last included), the model's
+  output-minus-input reused on the others (order 0, Cache-DiT's fixed-interval mode without TaylorSeer), the
+  number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
+- the third-party caches installed in ComfyUI's custom_nodes that support the model (``peer_packs.py``).
+
+Speed is matched by full stack calls (executions of the model's last block, normalised to the uncached run's
+calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
+the two runs of a method that bracket each target (15, 17.5 and 19.5 of 35 calls), never extrapolated. Errors are
+measured against the same pair uncached: the final latent's relative L2 (in the model's latent space) and, for the
+natural proxies, whose PCA latent decodes exactly to RGB, per-frame PSNR and SSIM and the temporal error (relative
+L2 of frame differences). LPIPS is not measured: it needs downloaded network weights. Wall time per run is
+recorded too; on proxies this small it is dominated by per-step overhead, not by the stack.
+
+    COMFYUI_PATH=... python benchmarks/bench_peers.py --save peers.json            # the table (see docs/peers.md)
+    COMFYUI_PATH=... python benchmarks/bench_peers.py --shard 0/2 --save a.json &  # split over two processes,
+    COMFYUI_PATH=... python benchmarks/bench_peers.py --shard 1/2 --save b.json    # then
+    python benchmarks/bench_peers.py --merge a.json b.json                         # one table
+    COMFYUI_PATH=... python benchmarks/bench_peers.py --quick                      # smoke: 2 pairs, 10 steps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from benchmarks import proxy_natural as natural  # noqa: E402
+from benchmarks import train_proxy as proxy  # noqa: E402
+from benchmarks.bench_quality import paired_ratio  # noqa: E402
+
+STEPS = 35
+TARGETS = (15.0, 17.5, 19.5)  # full stack calls of 35
+SHIFTS = (3.0, 5.0, 10.0)
+MODES = ("t2v", "i2v")
+PAIRS = 24
+CALIBRATION_PAIRS = (1000, 1001)
+DEFAULT_METHOD = "seacache"
+
+
+# ----------------------------------------------------------------------------------------------- ComfyUI
+def comfy(path: str | None = None):
+    """ComfyUI on the CPU (``COMFYUI_PATH``), with this pack and the core cache nodes registered."""
+    from seacache_testing import comfyui_harness
+
+    path = path or os.environ.get(comfyui_harness.ENV_VAR)
+    if not path:
+        raise SystemExit(f"bench_peers runs through ComfyUI: set {comfyui_harness.ENV_VAR} to a ComfyUI checkout.")
+    ns = comfyui_harness.comfy_session(path)
+    import comfy.utils
+
+    comfy.utils.PROGRESS_BAR_ENABLED = False
+    comfyui_harness.load_extra_nodes(ns, "nodes_easycache.py")
+    comfyui_harness.load_pack_with_comfyui_loader(ns)
+    return ns
+
+
+def geometric_mean(values: list[float]) -> float:
+    """Geometric mean, an exact (zero) error counted as 1e-12."""
+    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
+
+
+def with_defaults(ns, node: str, hidden: dict | None = None, **inputs):
+    """The first output of ``node`` run with its schema defaults for every input not given."""
+    from seacache_testing.composition_cases import with_defaults as run
+
+    return run(ns, node, hidden=hidden, **inputs)
+
+
+# ----------------------------------------------------------------------------------------------- proxies
+@dataclass(frozen=True)
+class ProxyPrompt:
+    """A proxy's prompt as the Cosmos3 model's conditioning carries it: token ids for any latent size."""
+
+    tokens: tuple[int, ...]
+
+    def token_ids(self, latent_shape) -> torch.Tensor:
+        return torch.tensor([self.tokens], dtype=torch.long)
+
+
+@dataclass
+class Cosmos3Proxy:
+    """A trained Cosmos3-architecture proxy written as a checkpoint folder and loaded by the Cosmos3 Loader."""
+
+    data: proxy.ProxyData
+    name: str
+    decodes: bool  # its latent is the natural PCA map, which decodes exactly to RGB
+    model: object = None
+
+    def load(self, ns, folder: str) -> None:
+        from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
+
+        weights = proxy.load_proxy(self.data.folder, data=self.data)
+        checkpoint = os.path.join(folder, f"cosmos3-proxy-{self.name}")
+        make_tiny_checkpoint(checkpoint, "tiny", transformer_weights=(self.data.config(), weights.state_dict()), shards=1)
+        ns.folder_paths.add_model_folder_path("diffusion_models", folder, is_default=True)
+        self.model = ns.run_node("SeaCacheCosmos3Loader", checkpoint=os.path.basename(checkpoint), weight_dtype="default").outputs[0]
+
+    def conditioning(self, label: int | None):
+        tokens = tuple(self.data.prompt_tokens(label, self.data.latent_shape[1]))
+        return [[torch.zeros((1, 1, 1)), {"cosmos3_prompt": ProxyPrompt(tokens), "cosmos3_fps": proxy.FPS}]]
+
+    def sigmas(self, ns, model, shift: float, steps: int):
+        return ns.run_node("SeaCacheCosmos3Scheduler", steps=steps, shift=shift, denoise=1.0).outputs[0]
+
+    def inputs(self, ns, pair: int, mode: str):
+        """(positive, negative, latent) of a pair: its class's prompt, the empty prompt, and an empty latent or,
+        for I2V, a clean first frame of that class (as Cosmos3 Image To Video conditions it)."""
+        label, _ = pair_of(self.data, pair)
+        positive, negative = self.conditioning(label), self.conditioning(None)
+        latent = torch.zeros(1, *self.data.latent_shape)
+        if mode == "t2v":
+            return positive, negative, {"samples": latent}
+        latent[:, :, :1] = first_frame(self.data, pair)
+        frame_mask = torch.zeros(1, latent.shape[2])
+        frame_mask[:, 0] = 1.0
+        values = {"cosmos3_cond_latent": latent.clone(), "cosmos3_cond_mask": frame_mask}
+        positive, negative = ([[c, {**extra, **values}] for c, extra in cond] for cond in (positive, negative))
+        return positive, negative, {"samples": latent, "noise_mask": (1.0 - frame_mask).reshape(1, 1, -1, 1, 1)}
+
+    def frames(self, latent: torch.Tensor) -> torch.Tensor | None:
+        return natural_frames(latent) if self.decodes else None
+
+
+def pair_of(data: proxy.ProxyData, pair: int) -> tuple[int, int]:
+    """(class label, noise seed) of prompt/seed pair ``pair``."""
+    return pair % data.classes, 70_000 + pair
+
+
+def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
+    """The I2V start frame of a pair: frame 0 of a real clip of the pair's class, [1, C, 1, H, W]."""
+    label, seed = pair_of(data, pair)
+    video, _ = data.clips(torch.tensor([label]), torch.Generator().manual_seed(seed))
+    return video[:, :, :1]
+
+
+def natural_frames(latent: torch.Tensor) -> torch.Tensor:
+    """RGB frames [T, 3, H, W] of a natural-proxy latent [1, C, T, h, w], by the exact inverse of its PCA patch
+    map (the latent holds the patches' top principal components)."""
+    mean, components = natural.patch_map()
+    _, c, t, h, w = latent.shape
+    tokens = latent[0].permute(1, 2, 3, 0).reshape(t, h * w, c).float()
+    patches = tokens @ torch.linalg.pinv(components).T + mean  # [T, L, 48]
+    return F.fold(patches.transpose(1, 2), (h * natural.PATCH, w * natural.PATCH), natural.PATCH, stride=natural.PATCH)
+
+
+# ----------------------------------------------------------------------------------------------- methods
+@dataclass(frozen=True)
+class Method:
+    """One cache as a user applies it: ``apply(ns, model, setting)`` returns the patched MODEL; ``settings`` is
+    the knob grid swept (higher setting, fewer full calls, except for fixed interval whose setting is the count)."""
+
+    name: str
+    label: str
+    knob: str
+    settings: tuple[float, ...]
+    apply: Callable
+
+
+def seacache(**fixed):
+    def apply(ns, model, threshold):
+        return with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "bench"}, model=model, threshold=threshold, **fixed)
+    return apply
+
+
+def core_cache(node: str):
+    def apply(ns, model, threshold):
+        return with_defaults(ns, node, model=model, reuse_threshold=threshold)
+    return apply
+
+
+FIXED_INTERVAL_KEY = "bench_peers_fixed_interval"
+
+
+def fixed_interval(ns, model, count):
+    """``model`` computing ``count`` evenly spaced steps of the run and reusing its output-minus-input on the
+    others (a DIFFUSION_MODEL wrapper, keyed, on a clone)."""
+    import comfy.patcher_extension
+
+    state = {}
+
+    def wrapper(executor, x, *args, **kwargs):
+        options = kwargs.get("transformer_options") or next(a for a in args if isinstance(a, dict) and "sample_sigmas" in a)
+        sigmas = options["sample_sigmas"][:-1].float().cpu()
+        step = int((sigmas - options["sigmas"][0].float().cpu()).abs().argmin())
+        compute = {round(i * (len(sigmas) - 1) / (int(count) - 1)) for i in range(int(count))}
+        if step in compute or "residual" not in state:
+            out = executor(x, *args, **kwargs)
+            state["residual"] = out - x
+            return out
+        return x + state["residual"]
+
+    patched = model.clone()
+    patched.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, FIXED_INTERVAL_KEY, wrapper)
+    return patched
+
+
+def log_grid(low: float, high: float, count: int) -> tuple[float, ...]:
+    """``count`` values spaced evenly in log between ``low`` and ``high``, rounded to 4 significant digits."""
+    return tuple(float(f"{low * (high / low) ** (i / (count - 1)):.4g}") for i in range(count))
+
+
+# Each gated method's broad grid; calibration picks, per proxy/shift/mode, SETTINGS values of it that bracket the
+# targets. Fixed interval needs none: its setting is the count itself.
+METHODS = (
+    Method("seacache", "SeaCache (defaults)", "threshold", log_grid(0.03, 1.0, 12), seacache()),
+    Method("seacache_sea", "SeaCache, gate sea", "threshold", log_grid(0.05, 2.0, 12), seacache(gate="sea")),
+    Method("easycache", "EasyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("EasyCache")),
+    Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("LazyCache")),
+    Method("fixed", "fixed interval", "computed steps", (15, 17, 18, 20), fixed_interval),
+)
+SETTINGS = 4  # knob values per gated method and cell in the measured runs
+CALIBRATION_SPAN = (12.5, 22.0)  # mean full calls of the calibration pairs the chosen settings must reach
+
+
+# ----------------------------------------------------------------------------------------------- running
+def stack_blocks(diffusion_model) -> list:
+    """The model's generator blocks: Cosmos3's layers (their generator step) or a core model's block list."""
+    from seacache_testing.anymodel_runs import stack_blocks as core_blocks
+
+    return list(getattr(diffusion_model, "layers", None) or core_blocks(diffusion_model))
+
+
+@contextmanager
+def counting_stack(diffusion_model):
+    """Yields a dict whose "runs" counts executions of the last generator block (one per full stack call)."""
+    counter = {"runs": 0}
+    last = stack_blocks(diffusion_model)[-1]
+    if hasattr(last, "gen_step"):  # Cosmos3: the generator pathway of the layer
+        inner = last.gen_step
+
+        def counted(*args, **kwargs):
+            counter["runs"] += 1
+            return inner(*args, **kwargs)
+
+        last.gen_step = counted
+        try:
+            yield counter
+        finally:
+            del last.gen_step
+        return
+    handle = last.register_forward_hook(lambda *_: counter.update(runs=counter["runs"] + 1))
+    try:
+        yield counter
+    finally:
+        handle.remove()
+
+
+@dataclass
+class Run:
+    full: float
+    seconds: float
+    latent: torch.Tensor
+
+
+def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg: float) -> tuple[int, float, torch.Tensor]:
+    """(stack runs, wall seconds, final latent in the model's space) of one pair through SamplerCustomAdvanced."""
+    positive, negative, latent = arch.inputs(ns, pair, mode)
+    _, seed = pair_of(arch.data, pair)
+    run = ns.run_node
+    guider = run("CFGGuider", model=model, positive=positive, negative=negative, cfg=cfg).outputs[0]
+    sampler = run("KSamplerSelect", sampler_name="euler").outputs[0]
+    noise = run("RandomNoise", noise_seed=seed).outputs[0]
+    sigmas = arch.sigmas(ns, model, shift, steps)
+    with counting_stack(model.model.diffusion_model) as counter:
+        start = time.perf_counter()
+        out = run("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, latent_image=latent)
+        seconds = time.perf_counter() - start
+    samples = out.outputs[0]["samples"]
+    return counter["runs"], seconds, model.model.process_latent_in(samples).float()
+
+
+def metrics(x: torch.Tensor, reference: torch.Tensor, arch, mode: str) -> dict:
+    """Errors of a final latent against the uncached one: relative L2; with frames, PSNR (dB, pixels in [0, 1],
+    the mean squared error over the generated frames), mean per-frame SSIM, and the temporal error."""
+    out = {"error": float((x - reference).norm() / reference.norm())}
+    frames, ref = arch.frames(x), arch.frames(reference)
+    if frames is None:
+        return out
+    first = 1 if mode == "i2v" else 0  # an I2V clip's first frame is the given image
+    frames, ref = frames[first:].clamp(0, 1), ref[first:].clamp(0, 1)
+    mse = float((frames - ref).pow(2).mean())
+    out["psnr"] = 10 * math.log10(1.0 / max(mse, 1e-12))
+    out["ssim"] = float(ssim(frames, ref).mean())
+    motion, ref_motion = frames.diff(dim=0), ref.diff(dim=0)
+    if len(motion):
+        out["temporal"] = float((motion - ref_motion).norm() / ref_motion.norm())
+    return out
+
+
+def ssim(a: torch.Tensor, b: torch.Tensor, size: int = 11, sigma: float = 1.5) -> torch.Tensor:
+    """Per-frame SSIM of RGB frames [T, 3, H, W] in [0, 1] (Gaussian window 11 / 1.5, the usual constants),
+    averaged over channels and pixels."""
+    coords = torch.arange(size, dtype=torch.float32) - (size - 1) / 2
+    g = torch.exp(-coords**2 / (2 * sigma**2))
+    g = (g / g.sum())
+    window = (g[:, None] * g[None, :]).expand(a.shape[1], 1, size, size)
+    blur = lambda v: F.conv2d(v, window, groups=a.shape[1])  # noqa: E731
+    mu_a, mu_b = blur(a), blur(b)
+    var_a, var_b, cov = blur(a * a) - mu_a**2, blur(b * b) - mu_b**2, blur(a * b) - mu_a * mu_b
+    c1, c2 = 0.01**2, 0.03**2
+    value = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
+    return value.mean(dim=(1, 2, 3))
+
+
+@dataclass
+class Cell:
+    """One proxy at one shift and mode."""
+
+    arch: object
+    shift: float
+    mode: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.arch.name}, shift {self.shift:g}, {self.mode.upper()}"
+
+
+def calibrate(ns, cell: Cell, method: Method, steps: int, span=CALIBRATION_SPAN, pairs=CALIBRATION_PAIRS) -> tuple[float, ...]:
+    """``SETTINGS`` settings of a gated method for ``cell``, log-spaced from the largest broad-grid value whose mean
+    full calls over the calibration pairs (not the measured ones) are still at least ``span[1]`` to the smallest
+    whose calls are at most ``span[0]`` (the grid's ends where none is)."""
+    arch = cell.arch
+    base = {p: sample(ns, arch, arch.model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / steps for p in pairs}
+    fulls = []
+    for setting in method.settings:
+        model = method.apply(ns, arch.model, setting)
+        full = sum(sample(ns, arch, model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / base[p] for p in pairs) / len(pairs)
+        fulls.append((setting, full))
+        if full <= span[0] * steps / STEPS:
+            break
+    low = max((s for s, f in fulls if f >= span[1] * steps / STEPS), default=method.settings[0])
+    high = min((s for s, f in fulls if f <= span[0] * steps / STEPS), default=fulls[-1][0])
+    return log_grid(low, high, SETTINGS)
+
+
+def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
+    """Per cell and method the settings measured: read from ``path`` when it holds them (shards share one
+    calibration), else calibrated and written there."""
+    known = {}
+    if path and os.path.isfile(path):
+        with open(path) as f:
+            known = json.load(f)
+    for cell in cells:
+        for method in methods:
+            if method.name == "fixed" or method.name in known.get(cell.name, {}):
+                continue
+            known.setdefault(cell.name, {})[method.name] = list(calibrate(ns, cell, method, steps))
+            log(f"calibrated {cell.name}, {method.name}: {known[cell.name][method.name]}")
+            if path:
+                with open(path, "w") as f:
+                    json.dump(known, f, indent=1)
+    return known
+
+
+def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = None, log=print) -> list[dict]:
+    """Every method at every setting on ``pairs`` of ``cell``: one row per (method, setting) with per-pair full
+    calls (normalised to ``steps`` for the uncached run), metrics and seconds; the uncached row first."""
+    arch, cfg = cell.arch, cell.arch.data.cfg
+    references, rows = {}, [dict(cell=cell.name, method="uncached", setting=0.0, pairs=[], full=[], seconds=[], metrics=[])]
+    calls_per_step = {}
+    for p in pairs:
+        runs, seconds, x = sample(ns, arch, arch.model, p, cell.mode, cell.shift, steps, cfg)
+        references[p], calls_per_step[p] = x, runs / steps
+        rows[0]["pairs"].append(p)
+        rows[0]["full"].append(float(steps))
+        rows[0]["seconds"].append(seconds)
+        rows[0]["metrics"].append({})
+    for method in methods:
+        for setting in (settings or {}).get(method.name, method.settings):
+            model = method.apply(ns, arch.model, setting)
+            row = dict(cell=cell.name, method=method.name, setting=setting, pairs=[], full=[], seconds=[], metrics=[])
+            for p in pairs:
+                runs, seconds, x = sample(ns, arch, model, p, cell.mode, cell.shift, steps, cfg)
+                row["pairs"].append(p)
+                row["full"].append(runs / calls_per_step[p])
+                row["seconds"].append(seconds)
+                row["metrics"].append(metrics(x, references[p], arch, cell.mode))
+            rows.append(row)
+            log(f"{cell.name}: {method.name} {setting:g}: full {sum(row['full']) / len(pairs):.1f}, "
+                f"error {geometric_mean([m['error'] for m in row['metrics']]):.4f}")
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------- matching
+def at_target(runs: list[tuple[float, dict]], target: float) -> tuple[dict, bool]:
+    """One pair's metrics at ``target`` full calls from its runs (full calls, metrics) of one method: between the
+    nearest runs below and above (log error, PSNR and SSIM linear in full calls); the nearest run where none
+    bracket it (never extrapolated). Returns (metrics, bracketed)."""
+    below = [r for r in runs if r[0] <= target]
+    above = [r for r in runs if r[0] >= target]
+    if not below or not above:
+        nearest = min(runs, key=lambda r: abs(r[0] - target))
+        return nearest[1], False
+    (fa, ma), (fb, mb) = max(below, key=lambda r: r[0]), min(above, key=lambda r: r[0])
+    w = 0.5 if fa == fb else (target - fa) / (fb - fa)
+    out = {}
+    for key in ma:
+        if key in ("psnr", "ssim"):
+            out[key] = ma[key] + w * (mb[key] - ma[key])
+        else:
+            la, lb = math.log(max(ma[key], 1e-12)), math.log(max(mb[key], 1e-12))
+            out[key] = math.exp(la + w * (lb - la))
+    return out, True
+
+
+def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
+    """Per (cell, method, target): per-pair metrics at the target, the bracketed count, and the mean seconds per
+    run interpolated the same way (the wall time at that speed)."""
+    grouped: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["method"] != "uncached":
+            grouped.setdefault((r["cell"], r["method"]), []).append(r)
+    out = {}
+    for (cell, method), group in grouped.items():
+        pairs = group[0]["pairs"]
+        for target in targets:
+            values, inside = [], 0
+            for i, _ in enumerate(pairs):
+                runs = [(g["full"][i], {**g["metrics"][i], "seconds": g["seconds"][i]}) for g in group]
+                value, ok = at_target(runs, target)
+                values.append(value)
+                inside += ok
+            out[(cell, method, target)] = dict(values=values, bracketed=inside, pairs=len(pairs))
+    return out
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % interval (1.96 standard errors)."""
+    n = len(values)
+    mean = sum(values) / n
+    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
+    return mean, half
+
+
+def table(rows: list[dict], methods=None, targets=TARGETS) -> str:
+    """Per cell and target: each method's geometric-mean error and its paired ratio to SeaCache's defaults
+    (95 % CI, pairs where SeaCache is lower), PSNR, SSIM and temporal error where the proxy decodes, wall time
+    per run relative to uncached, and how many pairs' runs bracket the target."""
+    results = matched(rows, targets)
+    labels = {m.name: m.label for m in (methods or METHODS)}
+    uncached = {r["cell"]: sum(r["seconds"]) / len(r["seconds"]) for r in rows if r["method"] == "uncached"}
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    lines = [
+        "| proxy, shift, mode | full calls of 35 | cache | error (rel. L2) | x SeaCache [95% CI], SeaCache lower | "
+        "PSNR dB | SSIM | temporal error | wall time vs uncached | bracketed |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for cell in cells:
+        for target in targets:
+            default = results.get((cell, DEFAULT_METHOD, target))
+            for method in dict.fromkeys(r["method"] for r in rows if r["cell"] == cell and r["method"] != "uncached"):
+                result = results[(cell, method, target)]
+                values = result["values"]
+                errors = [v["error"] for v in values]
+                if method == DEFAULT_METHOD or default is None:
+                    versus = "-"
+                else:
+                    g, lo, hi, lower = paired_ratio(errors, [v["error"] for v in default["values"]])
+                    versus = f"{g:.2f} [{lo:.2f}, {hi:.2f}], {len(errors) - lower}/{len(errors)}"
+                frames = ["-", "-", "-"]
+                if "psnr" in values[0]:
+                    psnr, half = mean_ci([v["psnr"] for v in values])
+                    frames = [f"{psnr:.1f} ± {half:.1f}", f"{sum(v['ssim'] for v in values) / len(values):.3f}",
+                              f"{geometric_mean([v['temporal'] for v in values]):.4f}" if "temporal" in values[0] else "-"]
+                seconds = sum(v["seconds"] for v in values) / len(values)
+                lines.append(f"| {cell} | {target:g} | {labels.get(method, method)} | {geometric_mean(errors):.4f} | {versus} | "
+                             + " | ".join(frames) + f" | {uncached[cell] / seconds:.2f}x | {result['bracketed']}/{result['pairs']} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- main
+def proxies(quick: bool) -> list:
+    """The proxies compared: both Cosmos3-architecture proxies (the Wan proxy where ``proxy_wan`` is present)."""
+    found = [Cosmos3Proxy(proxy.NATURAL, "Cosmos3 natural", True)]
+    if not quick:
+        found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
+    return found
+
+
+def cells_of(archs, quick: bool) -> list[Cell]:
+    shifts, modes = ((5.0,), ("t2v",)) if quick else (SHIFTS, MODES)
+    return [Cell(arch, shift, mode) for arch in archs for shift in shifts for mode in modes]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, 10 steps, shift 5, T2V, natural proxy")
+    parser.add_argument("--pairs", type=int, default=PAIRS)
+    parser.add_argument("--first-pair", type=int, default=0, help="first pair number (a held-out set starts elsewhere)")
+    parser.add_argument("--shard", default=None, metavar="K/N", help="run every N-th cell from the K-th")
+    parser.add_argument("--save", default=None, help="write the rows as JSON")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
+    parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
+    parser.add_argument("--settings", default=None, metavar="JSON",
+                        help="the calibrated settings per cell and method: read when present, else calibrated and written")
+    args = parser.parse_args(argv)
+    if args.merge:
+        rows = [row for path in args.merge for row in json.load(open(path))["rows"]]
+        print(table(rows))
+        return
+    torch.set_flush_denormal(True)
+    ns = comfy()
+    methods = [m for m in METHODS if args.methods is None or m.name in args.methods.split(",")]
+    steps, pairs = (10, 2) if args.quick else (STEPS, args.pairs)
+    if args.quick:
+        methods = [Method(m.name, m.label, m.knob, m.settings if m.name != "fixed" else (4, 6, 8), m.apply) for m in methods]
+    archs = proxies(args.quick)
+    cells = cells_of(archs, args.quick)
+    if args.shard:
+        k, n = (int(v) for v in args.shard.split("/"))
+        cells = cells[k::n]
+    folder = tempfile.mkdtemp(prefix="bench_peers_")
+    for arch in {id(c.arch): c.arch for c in cells}.values():
+        arch.load(ns, folder)
+    grids = settings_for(ns, cells, methods, steps, args.settings)
+    rows, start = [], time.time()
+    for cell in cells:
+        rows += measure(ns, cell, methods, range(args.first_pair, args.first_pair + pairs), steps, grids.get(cell.name))
+        print(f"{cell.name} done ({time.time() - start:.0f} s)", flush=True)
+    print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} threads; {pairs} pairs, {steps} steps")
+    print(table(rows, methods, TARGETS if not args.quick else (4.0, 6.0)))
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump({"rows": rows, "steps": steps}, f)
+
+
+if __name__ == "__main__":
+    main()
