@@ -1,0 +1,59 @@
+"""bench_peers' matching and frame metrics (no ComfyUI), and its smoke run through ComfyUI."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from benchmarks import bench_peers, proxy_natural
+from tests.test_benchmarks import bench
+
+
+def test_natural_frames_invert_the_pca_patch_map():
+    """Decoding a natural-proxy latent and encoding the frames again gives the latent back (the decode is exact)."""
+    latent = torch.randn(1, proxy_natural.CHANNELS, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    frames = bench_peers.natural_frames(latent)
+    assert frames.shape == (3, 3, 8 * proxy_natural.PATCH, 8 * proxy_natural.PATCH)
+    again = proxy_natural.encode(frames).unsqueeze(0).transpose(1, 2)
+    torch.testing.assert_close(again, latent, atol=1e-4, rtol=1e-4)
+
+
+def test_ssim_is_one_for_equal_frames_and_falls_with_noise():
+    frames = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(bench_peers.ssim(frames, frames), torch.ones(2), atol=1e-5)
+    noisy = (frames + 0.2 * torch.randn(frames.shape, generator=torch.Generator().manual_seed(2))).clamp(0, 1)
+    values = bench_peers.ssim(noisy, frames)
+    assert (values < 0.9).all() and (values > 0).all()
+
+
+def test_a_pair_is_interpolated_between_the_runs_that_bracket_the_target():
+    runs = [(14.0, {"error": 0.04, "psnr": 30.0}), (16.0, {"error": 0.01, "psnr": 34.0}), (20.0, {"error": 0.001, "psnr": 40.0})]
+    value, bracketed = bench_peers.at_target(runs, 15.0)
+    assert bracketed and value["error"] == pytest.approx(0.02) and value["psnr"] == pytest.approx(32.0)
+    value, bracketed = bench_peers.at_target(runs, 21.0)  # above every run: the nearest, never extrapolated
+    assert not bracketed and value == runs[2][1]
+    value, bracketed = bench_peers.at_target(runs, 16.0)
+    assert bracketed and value["error"] == pytest.approx(0.01)
+
+
+def test_the_calibration_grid_is_log_spaced_between_its_ends():
+    grid = bench_peers.log_grid(0.1, 1.0, 3)
+    assert grid[0] == 0.1 and grid[-1] == 1.0 and grid[1] == pytest.approx(math.sqrt(0.1), rel=1e-3)
+
+
+def test_bench_peers_quick_through_comfyui():
+    """The smoke run compares every method on the natural proxy through ComfyUI; fixed interval computes exactly
+    its count of steps, so both of its targets are bracketed."""
+    import os
+
+    if not os.environ.get("COMFYUI_PATH", "").strip():
+        pytest.skip("COMFYUI_PATH is not set: bench_peers runs through ComfyUI")
+    out = bench("bench_peers.py", "--quick", comfyui=True)
+    for label in ("SeaCache (defaults)", "SeaCache, gate sea", "EasyCache (core)", "LazyCache (core)", "fixed interval"):
+        assert f"| Cosmos3 natural, shift 5, T2V | 4 | {label} |" in out
+        assert f"| Cosmos3 natural, shift 5, T2V | 6 | {label} |" in out
+    assert "| Cosmos3 natural, shift 5, T2V | 4 | fixed interval |" in out
+    fixed = [line for line in out.splitlines() if "| fixed interval |" in line]
+    assert all(line.rstrip().endswith("| 2/2 |") for line in fixed)
