@@ -123,3 +123,23 @@ def test_missing_parts_are_named_with_their_path(comfy, folders, tmp_path, name,
     assert str(target) in text, text
     for message in messages:
         assert message in text, text
+
+
+def test_a_latent_other_than_wan22s_is_passed_through_unnormalised(comfy, folders):
+    """A checkpoint with a 4-channel latent (the benchmarks' trained proxies) gets a video latent format of its own
+    width that leaves the latent as it is; the 48-channel family keeps Wan2.2's normalisation."""
+    from cosmos3 import Cosmos3Config
+    from seacache_testing.make_tiny_checkpoint import TINY_SIZES, make_tiny_checkpoint, random_transformer_state
+
+    config = Cosmos3Config(**{**TINY_SIZES, "latent_channel": 4, "patch_latent_dim": 16})
+    name = "Cosmos3-4-channel-loader-test"
+    make_tiny_checkpoint(str(folders["diffusion_models"] / name), transformer_weights=(config, random_transformer_state(config, 0)))
+    model, *_ = load(comfy, name)
+    latent = torch.randn(1, 4, 2, 4, 4)
+    fmt = model.model.latent_format
+    assert (fmt.latent_channels, fmt.latent_dimensions) == (4, 3)
+    assert torch.equal(model.model.process_latent_in(latent), latent) and torch.equal(model.model.process_latent_out(latent), latent)
+    plain, *_ = load(comfy, SUPER)
+    assert plain.model.latent_format.latent_channels == 48
+    wide = torch.randn(1, 48, 2, 4, 4)
+    assert not torch.allclose(plain.model.process_latent_in(wide), wide)
