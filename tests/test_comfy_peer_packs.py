@@ -1,7 +1,7 @@
 """The third-party cache packs of benchmarks/peer_packs.py on a tiny random Wan 2.1 T2V (needs COMFYUI_PATH and
 the packs in $PEER_CACHES_PATH or ComfyUI's custom_nodes; each pack that is not there skips): each supported
 pack, applied through its node, computes fewer full stack calls at a high knob than uncached, its grid reaches past
-13 and 22 of 35, and it returns a clone (the input MODEL still samples as before)."""
+13 and 22 of 35, a second run repeats the first, and it returns a clone (the input MODEL still samples as before)."""
 
 import pytest
 import torch
@@ -71,6 +71,8 @@ def test_supported_peer_trades_full_calls_and_returns_a_clone(peers, wan, peer):
     print(f"{peer.name} on tiny Wan 2.1 T2V, full calls of {STEPS} per {peer.knob}: {calls}")
     high = peer.grid[-1]
     assert calls[high] < uncached_calls and not torch.equal(out, plain)
+    again_calls, again = full_calls(comfy, model, patched)  # a second run starts from fresh cache state
+    assert again_calls == calls[high] and torch.equal(again, out)
     assert max(calls.values()) >= 22 and min(calls.values()) <= 13, calls
     assert torch.equal(sample(comfy, model, SPEC, steps=STEPS), plain)  # the input MODEL runs unchanged
 
