@@ -380,3 +380,19 @@ def load_pack_with_comfyui_loader(ns: SimpleNamespace) -> Any:
     if not ok:
         raise ComfyUISetupError(f"ComfyUI failed to load {PACK_ROOT} as a custom node (see the log)")
     return sys.modules[str(PACK_ROOT).replace(".", "_x_")]
+
+
+def load_custom_node_folders(ns: SimpleNamespace, root: str | os.PathLike) -> dict[str, bool]:
+    """Load every custom-node folder under ``root`` with ``nodes.load_custom_node``, as ComfyUI's startup loads
+    its custom_nodes (``__pycache__``, hidden and ``.disabled`` folders left out). Returns folder name -> loaded (a
+    pack that fails to import is logged by ComfyUI and maps to False); each folder is loaded once per session."""
+    root = Path(root)
+    loaded = ns.__dict__.setdefault("custom_node_folders", {})
+    names = {}
+    for entry in sorted(root.iterdir()) if root.is_dir() else ():
+        if not entry.is_dir() or entry.name.startswith((".", "__")) or entry.name.endswith(".disabled"):
+            continue
+        if str(entry) not in loaded:
+            loaded[str(entry)] = _run(ns.nodes.load_custom_node(str(entry), module_parent="custom_nodes"))
+        names[entry.name] = loaded[str(entry)]
+    return names
