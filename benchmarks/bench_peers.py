@@ -233,6 +233,30 @@ METHODS = (
     Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("LazyCache")),
     Method("fixed", "fixed interval", "computed steps", (15, 17, 18, 20), fixed_interval),
 )
+def peer_methods(ns, model) -> list[Method]:
+    """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
+    from benchmarks import peer_packs
+
+    def applier(peer):
+        return lambda ns, model, value: peer_packs.apply(ns, peer, model, value)
+
+    return [Method(peer.name.lower().replace(" ", "_"), f"{peer.name} ({peer.source})", peer.knob,
+                   tuple(v for v in peer.grid if v > 0), applier(peer))
+            for peer in peer_packs.installed(ns) if peer_packs.supports(peer, model)]
+
+
+def peers_line(ns, archs) -> str:
+    """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
+    from benchmarks import peer_packs
+
+    found = peer_packs.installed(ns)
+    if not found:
+        return "third-party caches installed in custom_nodes: none (TeaCache, MagCache, First Block Cache looked for)"
+    ran = {peer.name: [a.name for a in archs if peer_packs.supports(peer, a.model)] for peer in found}
+    return "third-party caches installed: " + "; ".join(
+        f"{name} ran on {', '.join(names)}" if names else f"{name} supports none of these proxies" for name, names in ran.items())
+
+
 SETTINGS = 4  # knob values per gated method and cell in the measured runs
 CALIBRATION_SPAN = (12.5, 22.0)  # mean full calls of the calibration pairs the chosen settings must reach
 
@@ -359,14 +383,14 @@ def calibrate(ns, cell: Cell, method: Method, steps: int, span=CALIBRATION_SPAN,
 
 
 def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
-    """Per cell and method the settings measured: read from ``path`` when it holds them (shards share one
-    calibration), else calibrated and written there."""
+    """Per cell and method (``methods(cell)``) the settings measured: read from ``path`` when it holds them (shards
+    share one calibration), else calibrated and written there."""
     known = {}
     if path and os.path.isfile(path):
         with open(path) as f:
             known = json.load(f)
     for cell in cells:
-        for method in methods:
+        for method in methods(cell):
             if method.name == "fixed" or method.name in known.get(cell.name, {}):
                 continue
             known.setdefault(cell.name, {})[method.name] = list(calibrate(ns, cell, method, steps))
@@ -457,12 +481,11 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return mean, half
 
 
-def table(rows: list[dict], methods=None, targets=TARGETS) -> str:
+def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
     """Per cell and target: each method's geometric-mean error and its paired ratio to SeaCache's defaults
     (95 % CI, pairs where SeaCache is lower), PSNR, SSIM and temporal error where the proxy decodes, wall time
     per run relative to uncached, and how many pairs' runs bracket the target."""
     results = matched(rows, targets)
-    labels = {m.name: m.label for m in (methods or METHODS)}
     uncached = {r["cell"]: sum(r["seconds"]) / len(r["seconds"]) for r in rows if r["method"] == "uncached"}
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     lines = [
@@ -520,15 +543,18 @@ def main(argv=None) -> None:
                         help="the calibrated settings per cell and method: read when present, else calibrated and written")
     args = parser.parse_args(argv)
     if args.merge:
-        rows = [row for path in args.merge for row in json.load(open(path))["rows"]]
-        print(table(rows))
+        saved = [json.load(open(path)) for path in args.merge]
+        labels = {m.name: m.label for m in METHODS}
+        for part in saved:
+            labels.update(part.get("labels", {}))
+        print(table([row for part in saved for row in part["rows"]], labels, tuple(saved[0].get("targets", TARGETS))))
         return
     torch.set_flush_denormal(True)
     ns = comfy()
-    methods = [m for m in METHODS if args.methods is None or m.name in args.methods.split(",")]
+    from benchmarks import peer_packs
+
+    peer_packs.load_peer_packs(ns)
     steps, pairs = (10, 2) if args.quick else (STEPS, args.pairs)
-    if args.quick:
-        methods = [Method(m.name, m.label, m.knob, m.settings if m.name != "fixed" else (4, 6, 8), m.apply) for m in methods]
     archs = proxies(args.quick)
     cells = cells_of(archs, args.quick)
     if args.shard:
@@ -537,16 +563,26 @@ def main(argv=None) -> None:
     folder = tempfile.mkdtemp(prefix="bench_peers_")
     for arch in {id(c.arch): c.arch for c in cells}.values():
         arch.load(ns, folder)
+
+    def methods(cell: Cell) -> list[Method]:
+        found = [*METHODS, *peer_methods(ns, cell.arch.model)]
+        if args.quick:  # fixed interval at counts that fit 10 steps
+            found = [Method(m.name, m.label, m.knob, (4, 6, 8), m.apply) if m.name == "fixed" else m for m in found]
+        return [m for m in found if args.methods is None or m.name in args.methods.split(",")]
+
+    print(peers_line(ns, list({id(c.arch): c.arch for c in cells}.values())))
     grids = settings_for(ns, cells, methods, steps, args.settings)
     rows, start = [], time.time()
     for cell in cells:
-        rows += measure(ns, cell, methods, range(args.first_pair, args.first_pair + pairs), steps, grids.get(cell.name))
+        rows += measure(ns, cell, methods(cell), range(args.first_pair, args.first_pair + pairs), steps, grids.get(cell.name))
         print(f"{cell.name} done ({time.time() - start:.0f} s)", flush=True)
     print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} threads; {pairs} pairs, {steps} steps")
-    print(table(rows, methods, TARGETS if not args.quick else (4.0, 6.0)))
+    labels = {m.name: m.label for cell in cells for m in methods(cell)}
+    targets = (4.0, 6.0) if args.quick else TARGETS
+    print(table(rows, labels, targets))
     if args.save:
         with open(args.save, "w") as f:
-            json.dump({"rows": rows, "steps": steps}, f)
+            json.dump({"rows": rows, "labels": labels, "targets": targets, "steps": steps}, f)
 
 
 if __name__ == "__main__":
