@@ -11,6 +11,8 @@ or zooming in or out over ``FRAMES`` frames; the prompt names the photo and the 
 The latent is made the way a VAE latent looks: each frame is cut into 4x4-pixel RGB patches and a fixed linear
 map (the top ``CHANNELS`` principal components of such patches over all photos, scaled to unit variance per
 channel) turns each patch into ``CHANNELS`` values, so a 16x16 latent grid keeps the photo's spatial spectrum.
+The channel count is a parameter (default ``CHANNELS`` = 4): the Wan 2.1 proxy (``proxy_wan``) takes the top 16
+components, as Wan's 16-channel latent; ``decode`` maps a latent back to the RGB frames it stands for.
 A single-frame item (``frames=1``) is a still crop with the prompt "a cat still" (the image-model proxy).
 """
 
@@ -63,9 +65,9 @@ def photos() -> tuple[torch.Tensor, ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=1)
-def patch_map() -> tuple[torch.Tensor, torch.Tensor]:
-    """The fixed linear "VAE" map: (mean [48], components [CHANNELS, 48]) of 4x4 RGB patches over every photo:
+@functools.lru_cache(maxsize=2)
+def patch_map(channels: int = CHANNELS) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed linear "VAE" map: (mean [48], components [channels, 48]) of 4x4 RGB patches over every photo:
     the top principal components (sign fixed so the largest entry is positive), all divided by one scale that
     gives the latent unit variance. One common scale keeps the channels' relative power, hence the photos'
     spatial spectrum (per-channel scaling would lift the nearly white detail channels to the level of the
@@ -74,18 +76,29 @@ def patch_map() -> tuple[torch.Tensor, torch.Tensor]:
     mean = patches.mean(0)
     centred = patches - mean
     _, s, vh = torch.linalg.svd(centred, full_matrices=False)
-    components = vh[:CHANNELS]
+    components = vh[:channels]
     sign = torch.sign(components.gather(1, components.abs().argmax(1, keepdim=True)))
-    scale = s[:CHANNELS].pow(2).mean().sqrt() / math.sqrt(len(patches) - 1)
+    scale = s[:channels].pow(2).mean().sqrt() / math.sqrt(len(patches) - 1)
     return mean, components * sign / scale
 
 
-def encode(frames: torch.Tensor) -> torch.Tensor:
-    """Latent [N, CHANNELS, H/4, W/4] of RGB frames [N, 3, H, W] by the fixed patch map."""
-    mean, components = patch_map()
+def encode(frames: torch.Tensor, channels: int = CHANNELS) -> torch.Tensor:
+    """Latent [N, channels, H/4, W/4] of RGB frames [N, 3, H, W] by the fixed patch map."""
+    mean, components = patch_map(channels)
     n, _, h, w = frames.shape
     patches = F.unfold(frames, PATCH, stride=PATCH).transpose(1, 2) - mean  # [N, L, 48]
-    return (patches @ components.T).transpose(1, 2).reshape(n, CHANNELS, h // PATCH, w // PATCH)
+    return (patches @ components.T).transpose(1, 2).reshape(n, channels, h // PATCH, w // PATCH)
+
+
+def decode(latents: torch.Tensor) -> torch.Tensor:
+    """RGB frames [N, 3, 4h, 4w] of latents [N, C, h, w] (C channels of the patch map): each patch is the mean
+    patch plus the components weighted by its latent values, the exact inverse of :func:`encode` on the span of
+    the top C components (what a C-channel latent can hold; ``encode(decode(z)) == z``)."""
+    n, channels, h, w = latents.shape
+    mean, components = patch_map(channels)
+    inverse = torch.linalg.pinv(components.double()).float()  # [48, C]: the rows are orthogonal, one common norm
+    patches = latents.flatten(2).transpose(1, 2) @ inverse.T + mean  # [N, L, 48]
+    return F.fold(patches.transpose(1, 2), (h * PATCH, w * PATCH), PATCH, stride=PATCH)
 
 
 def windows(labels: torch.Tensor, frames: int, generator: torch.Generator) -> torch.Tensor:
@@ -139,14 +152,15 @@ def render_windows(labels: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
     return torch.stack(out)
 
 
-def make_videos(labels: torch.Tensor, generator: torch.Generator, frames: int = FRAMES) -> torch.Tensor:
-    """Latent videos [B, CHANNELS, T, 16, 16] of class ``labels`` (photo and motion; ``frames=1``: stills)."""
-    return latent_videos(render(labels, frames, generator))
+def make_videos(labels: torch.Tensor, generator: torch.Generator, frames: int = FRAMES,
+                channels: int = CHANNELS) -> torch.Tensor:
+    """Latent videos [B, channels, T, 16, 16] of class ``labels`` (photo and motion; ``frames=1``: stills)."""
+    return latent_videos(render(labels, frames, generator), channels)
 
 
-def latent_videos(rgb: torch.Tensor) -> torch.Tensor:
-    """Latent videos [B, CHANNELS, T, 16, 16] of RGB videos [B, T, 3, PIXELS, PIXELS] by the fixed patch map."""
-    latent = encode(rgb.flatten(0, 1))
+def latent_videos(rgb: torch.Tensor, channels: int = CHANNELS) -> torch.Tensor:
+    """Latent videos [B, channels, T, 16, 16] of RGB videos [B, T, 3, PIXELS, PIXELS] by the fixed patch map."""
+    latent = encode(rgb.flatten(0, 1), channels)
     return latent.view(rgb.shape[0], rgb.shape[1], *latent.shape[1:]).transpose(1, 2).contiguous()
 
 

@@ -7,7 +7,9 @@ sources (``--data``): ``synthetic``, latent videos whose content the prompt deci
 and its direction of motion) over smooth, slowly drifting backgrounds; ``natural``, camera pans and zooms over
 real photographs (``proxy_natural``); ``av``, the natural videos with a soundtrack bound to the camera's motion,
 denoised together through the ``sound_gen`` pathway (``proxy_av``). They are *not* Cosmos3-Nano: their numbers show how the cache options
-compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like.
+compare on a trained denoiser of this architecture, not what Cosmos3-Nano's videos will look like. A second
+architecture: ``wan_natural`` trains ComfyUI's own Wan 2.1 ``WanModel`` (tiny, through ``proxy_wan.WanProxy``) on
+the natural videos with 16 latent channels; it needs ``COMFYUI_PATH``.
 
 The script trains, checks that samples are data-like (each source's validity report and bar) and writes the
 weights (bf16 safetensors) with a JSON card of the seed, command and validity numbers:
@@ -18,6 +20,7 @@ weights (bf16 safetensors) with a JSON card of the seed, command and validity nu
     python benchmarks/train_proxy.py --data av --init STAGE1 --steps 3000 --stop-after 3000 --batch 12 --lr 0.0005 --seed 1 --threads 1
     # 11 min (idle), 18 min and 14 + 10 min on a busy 2-core CPU; write benchmarks/proxy/, benchmarks/proxy_natural/
     # and benchmarks/proxy_av/
+    COMFYUI_PATH=... python benchmarks/train_proxy.py --data wan_natural ...  # see benchmarks/proxy_wan_natural/README.md
 
 The module is also the proxies' library: data sources, configs, prompts, sampler and validity checks are
 imported by ``benchmarks/bench_quality.py`` and the tests.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -45,6 +49,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from benchmarks import proxy_av as av  # noqa: E402
 from benchmarks import proxy_natural as natural  # noqa: E402
+from benchmarks import proxy_wan  # noqa: E402
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, reference_sigmas  # noqa: E402
 
 PROXY_DIR = os.path.join(ROOT, "benchmarks", "proxy")
@@ -145,7 +150,10 @@ class ProxyData:
     ``make_videos(labels, generator, frames)`` draws latent videos of class ``labels`` ([B] ints), for a source
     with ``sound_shape`` (sound latent channels, frames) the pair (videos, sound latents or None for stills);
     ``prompt_tokens(label, frames)`` gives a class's prompt (None: the empty prompt); ``image_every`` > 0 makes
-    every n-th training batch single-frame stills (the proxy then also serves as an image model)."""
+    every n-th training batch single-frame stills (the proxy then also serves as an image model). ``build(config)``
+    makes the model; ``weight_files`` maps each weights file to the state-dict prefix of the keys it holds (the
+    prefix stripped on disk); ``i2v_share``: the share of training items with a clean first frame (0 for a model
+    that ignores ``cond_latent``); ``what``: the card's description, formatted with ``{data}``."""
 
     name: str
     folder: str
@@ -157,6 +165,10 @@ class ProxyData:
     cfg: float
     image_every: int = 0
     sound_shape: tuple[int, int] | None = None
+    build: Callable = Cosmos3Transformer
+    weight_files: tuple[tuple[str, str], ...] = ((WEIGHTS_NAME, ""),)
+    i2v_share: float = 0.3
+    what: str = "cosmos3.Cosmos3Transformer trained on {data} latent videos (not Cosmos3-Nano)"
 
     def token_batch(self, labels, frames: int | None = None) -> torch.Tensor:
         """[B, L] token ids for a list of labels (None = the empty prompt used for CFG)."""
@@ -212,19 +224,29 @@ AV = ProxyData(
     "av", os.path.join(ROOT, "benchmarks", "proxy_av"), av_config, natural.LATENT_SHAPE, len(natural.CLASSES),
     av.make_clips, natural.prompt_tokens, av.CFG, sound_shape=av.SOUND_SHAPE,
 )
-SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL, AV)}
+WAN_NATURAL = ProxyData(
+    "wan_natural", proxy_wan.FOLDER, proxy_wan.WanProxyConfig, proxy_wan.LATENT_SHAPE, len(natural.CLASSES),
+    functools.partial(natural.make_videos, channels=proxy_wan.WAN_CHANNELS), natural.prompt_tokens, natural.CFG,
+    image_every=4, build=proxy_wan.WanProxy, i2v_share=0.0,
+    weight_files=((proxy_wan.WEIGHTS_NAME, "diffusion_model."), (proxy_wan.TEXT_NAME, "text_embedding.")),
+    what="ComfyUI's comfy.ldm.wan.model.WanModel (Wan 2.1 T2V, tiny) trained on {data} latent videos in Wan's "
+         "model space (not Wan 2.1)",
+)
+SOURCES = {data.name: data for data in (SYNTHETIC, NATURAL, AV, WAN_NATURAL)}
 
 
 # ----------------------------------------------------------------------------------------------- sampling
-def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32, data: ProxyData = SYNTHETIC) -> Cosmos3Transformer:
+def load_proxy(folder: str = PROXY_DIR, dtype=torch.float32, data: ProxyData = SYNTHETIC) -> torch.nn.Module:
     """The trained proxy of ``data`` from ``folder`` (bf16 weights on disk, run in ``dtype``, eval mode)."""
     from safetensors.torch import load_file
 
-    path = os.path.join(folder, WEIGHTS_NAME)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"proxy weights not found at {path}; run benchmarks/train_proxy.py to make them")
-    model = Cosmos3Transformer(data.config())
-    state = {k: v.to(dtype) for k, v in load_file(path).items()}
+    state = {}
+    for name, prefix in data.weight_files:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"proxy weights not found at {path}; run benchmarks/train_proxy.py to make them")
+        state.update({prefix + k: v.to(dtype) for k, v in load_file(path).items()})
+    model = data.build(data.config())
     model.load_state_dict(state, strict=True)
     return model.to(dtype).eval()
 
@@ -365,8 +387,10 @@ def validity(model, labels: list[int] | None = None, steps: int = 35, shift: flo
 VALID_PROBE_ACCURACY = 0.75
 
 
-def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = natural.CFG, labels: list[int] | None = None) -> dict:
-    """How data-like the natural proxy's samples are, against held-out photo videos (one sample per prompt).
+def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = natural.CFG, labels: list[int] | None = None,
+                     data: ProxyData = NATURAL) -> dict:
+    """How data-like the natural proxy's samples are, against held-out photo videos (one sample per prompt;
+    ``data``: a source of the natural videos, e.g. ``WAN_NATURAL``'s 16 channels).
 
     ``nn_ratio``: median nearest-neighbour distance of generated videos to a reference set of 1024 real videos,
     divided by the same for 32 held-out real videos (``noise_nn_ratio``: Gaussian noise of the data's mean and
@@ -377,9 +401,9 @@ def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = na
     the same for single-frame stills (one per photo, photo only; chance 1/8). ``labels``: the video prompts
     sampled (default: every class once)."""
     def report(frames: int, labels: list[int]) -> dict:
-        reference, reference_y = NATURAL.dataset(1024, 3000, frames)
-        real, real_y = NATURAL.dataset(len(labels), 2000, frames)
-        generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=NATURAL, frames=frames)
+        reference, reference_y = data.dataset(1024, 3000, frames)
+        real, real_y = data.dataset(len(labels), 2000, frames)
+        generated = torch.cat([sample(model, k, seed=50_000 + i, steps=steps, shift=shift, cfg=cfg, data=data, frames=frames)
                                for i, k in enumerate(labels)])
         return natural.video_report(generated, torch.tensor(labels), reference, reference_y, real, real_y)
 
@@ -448,8 +472,9 @@ def is_valid(report: dict) -> bool:
     return is_data_like(report) and report["probe_accuracy"] >= VALID_PROBE_ACCURACY
 
 
-VALIDITY = {"synthetic": validity, "natural": natural_validity, "av": av_validity}
-VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid, "av": av.is_valid}
+VALIDITY = {"synthetic": validity, "natural": natural_validity, "av": av_validity,
+            "wan_natural": functools.partial(natural_validity, data=WAN_NATURAL)}
+VALID_BAR = {"synthetic": is_valid, "natural": natural.is_valid, "av": av.is_valid, "wan_natural": natural.is_valid}
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -464,7 +489,7 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
           data: ProxyData = SYNTHETIC, checkpoint: Callable[[Cosmos3Transformer, int], None] | None = None,
           checkpoint_every: int = 200, init: Cosmos3Transformer | None = None):
     """Flow-matching training (velocity target noise - data) over a schedule of ``steps`` steps, with 10 %
-    empty prompts (for CFG) and 30 % image-to-video items (clean first frame, no loss there); fresh videos of
+    empty prompts (for CFG) and ``data.i2v_share`` image-to-video items (clean first frame, no loss there); fresh videos of
     ``data`` every step (every ``data.image_every``-th batch single-frame stills), deterministic from ``seed``.
     Stops early after ``stop_after`` steps, or at the step where SIGUSR1 arrives (then ``--stop-after`` with
     the printed count reproduces the run). ``checkpoint(ema_model, step)`` is called every ``checkpoint_every``
@@ -475,7 +500,7 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
     stop = {"now": False}
     signal.signal(signal.SIGUSR1, lambda *_: stop.update(now=True))
     torch.manual_seed(seed)
-    model = Cosmos3Transformer(data.config())
+    model = data.build(data.config())
     if init is not None:
         missing, unexpected = model.load_state_dict(init.state_dict(), strict=False)
         if unexpected or any(not k.startswith("audio_") for k in missing):
@@ -487,7 +512,7 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
     channels, _, height, width = data.latent_shape
 
     def ema_model():
-        copy = Cosmos3Transformer(data.config())
+        copy = data.build(data.config())
         copy.load_state_dict(ema)
         return copy.eval()
 
@@ -506,7 +531,7 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
             st = (1 - sigma.view(-1, 1, 1)) * s0 + sigma.view(-1, 1, 1) * eps_s
         drop = torch.rand(batch, generator=generator) < 0.1
         tokens = data.token_batch([None if d else int(k) for d, k in zip(drop.tolist(), labels.tolist())], frames)
-        i2v = (torch.rand(batch, generator=generator) < 0.3) & (frames > 1)
+        i2v = (torch.rand(batch, generator=generator) < data.i2v_share) & (frames > 1)
         cond_mask = torch.zeros(batch, frames)
         cond_mask[:, 0] = i2v.float()
         v = model(xt, sigma, tokens, fps=FPS, cond_latent=x0, cond_mask=cond_mask, sound=None if s0 is None else st)
@@ -534,13 +559,15 @@ def train(steps: int, batch: int, lr: float, seed: int, stop_after: int | None =
     return ema_model(), step
 
 
-def save_proxy(model, folder: str, card: dict) -> None:
-    """Write the weights (bf16 safetensors) and the JSON card (seed, command, validity) to ``folder``."""
+def save_proxy(model, folder: str, card: dict, data: ProxyData = SYNTHETIC) -> None:
+    """Write the weights (bf16 safetensors, one file per ``data.weight_files`` entry) and the JSON card (seed,
+    command, validity) to ``folder``."""
     from safetensors.torch import save_file
 
     os.makedirs(folder, exist_ok=True)
     state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
-    save_file(state, os.path.join(folder, WEIGHTS_NAME))
+    for name, prefix in data.weight_files:
+        save_file({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}, os.path.join(folder, name))
     with open(os.path.join(folder, CARD_NAME), "w") as f:
         json.dump(card, f, indent=2)
         f.write("\n")
@@ -548,12 +575,12 @@ def save_proxy(model, folder: str, card: dict) -> None:
 
 def write_card(model, data: ProxyData, folder: str, steps: int, args) -> dict:
     """Check the validity of ``model`` as stored (bf16 round trip) and write its weights and card to ``folder``."""
-    save_proxy(model, folder, {})
+    save_proxy(model, folder, {}, data)
     report = VALIDITY[data.name](load_proxy(folder, data=data))
     print("validity:", json.dumps(report))
     check = VALID_BAR[data.name]
     card = {
-        "what": f"SeaCache quality proxy: cosmos3.Cosmos3Transformer trained on {data.name} latent videos (not Cosmos3-Nano)",
+        "what": "SeaCache quality proxy: " + data.what.format(data=data.name),
         "data": data.name,
         "config": {k: v for k, v in data.config().to_dict().items()},
         "latent_shape": data.latent_shape,
@@ -566,7 +593,7 @@ def write_card(model, data: ProxyData, folder: str, steps: int, args) -> dict:
     }
     if data.name == "synthetic":
         card["data_like"] = is_data_like(report)
-    save_proxy(model, folder, card)
+    save_proxy(model, folder, card, data)
     print("valid" if card["valid"] else "NOT valid", f"({steps} steps) -> {folder}")
     return card
 
@@ -593,7 +620,7 @@ def main() -> None:
     if args.validate_only is not None:
         write_card(load_proxy(folder, data=data), data, folder, args.validate_only, args)
         return
-    checkpoint = lambda model, step: save_proxy(model, folder, {"checkpoint_step": step})  # noqa: E731
+    checkpoint = lambda model, step: save_proxy(model, folder, {"checkpoint_step": step}, data)  # noqa: E731
     init = None
     if args.init:
         with open(os.path.join(args.init, CARD_NAME)) as f:
