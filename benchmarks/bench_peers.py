@@ -124,6 +124,10 @@ class Cosmos3Proxy:
         tokens = tuple(self.data.prompt_tokens(label, self.data.latent_shape[1]))
         return [[torch.zeros((1, 1, 1)), {"cosmos3_prompt": ProxyPrompt(tokens), "cosmos3_fps": proxy.FPS}]]
 
+    def model_for(self, ns, shift: float):
+        """The MODEL a cell samples: the loaded one (Cosmos3's shift is the scheduler's)."""
+        return self.model
+
     def sigmas(self, ns, model, shift: float, steps: int):
         return ns.run_node("SeaCacheCosmos3Scheduler", steps=steps, shift=shift, denoise=1.0).outputs[0]
 
@@ -146,6 +150,50 @@ class Cosmos3Proxy:
         return natural_frames(latent) if self.decodes else None
 
 
+@dataclass
+class WanProxy:
+    """The Wan 2.1 natural proxy (``proxy_wan``), loaded by ComfyUI's UNETLoader; each shift through
+    ModelSamplingSD3 before any cache, as a Wan graph sets it."""
+
+    data: proxy.ProxyData
+    name: str = "Wan 2.1 natural"
+    decodes: bool = True
+    model: object = None
+    table: torch.Tensor | None = None
+    shifted: dict = field(default_factory=dict)
+
+    def load(self, ns, folder: str) -> None:
+        from benchmarks import proxy_wan
+
+        self.model, self.table = proxy_wan.load_model(), proxy_wan.word_table()
+
+    def model_for(self, ns, shift: float):
+        if shift not in self.shifted:
+            self.shifted[shift] = ns.run_node("ModelSamplingSD3", model=self.model, shift=shift).outputs[0]
+        return self.shifted[shift]
+
+    def sigmas(self, ns, model, shift: float, steps: int):
+        return ns.run_node("BasicScheduler", model=model, scheduler="simple", steps=steps, denoise=1.0).outputs[0]
+
+    def inputs(self, ns, pair: int, mode: str):
+        """(positive, negative, latent); I2V keeps a clean first frame through the latent's noise mask (ComfyUI
+        re-noises the known frame to each step's sigma), which a T2V Wan serves without conditioning inputs."""
+        from benchmarks import proxy_wan
+
+        label, _ = pair_of(self.data, pair)
+        positive, negative = proxy_wan.conditioning(label, self.table), proxy_wan.conditioning(None, self.table)
+        latent = torch.zeros(1, *self.data.latent_shape)
+        if mode == "t2v":
+            return positive, negative, {"samples": proxy_wan.from_model_space(latent)}
+        latent[:, :, :1] = first_frame(self.data, pair)
+        mask = torch.ones(1, 1, latent.shape[2], 1, 1)
+        mask[:, :, 0] = 0.0
+        return positive, negative, {"samples": proxy_wan.from_model_space(latent), "noise_mask": mask}
+
+    def frames(self, latent: torch.Tensor) -> torch.Tensor:
+        return natural_frames(latent)
+
+
 def pair_of(data: proxy.ProxyData, pair: int) -> tuple[int, int]:
     """(class label, noise seed) of prompt/seed pair ``pair``."""
     return pair % data.classes, 70_000 + pair
@@ -159,13 +207,9 @@ def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
 
 
 def natural_frames(latent: torch.Tensor) -> torch.Tensor:
-    """RGB frames [T, 3, H, W] of a natural-proxy latent [1, C, T, h, w], by the exact inverse of its PCA patch
-    map (the latent holds the patches' top principal components)."""
-    mean, components = natural.patch_map()
-    _, c, t, h, w = latent.shape
-    tokens = latent[0].permute(1, 2, 3, 0).reshape(t, h * w, c).float()
-    patches = tokens @ torch.linalg.pinv(components).T + mean  # [T, L, 48]
-    return F.fold(patches.transpose(1, 2), (h * natural.PATCH, w * natural.PATCH), natural.PATCH, stride=natural.PATCH)
+    """RGB frames [T, 3, H, W] of a natural-proxy latent [1, C, T, h, w] in its model space (``proxy_natural.decode``,
+    exact: the latent holds the patches' top C principal components)."""
+    return natural.decode(latent[0].transpose(0, 1).float())
 
 
 # ----------------------------------------------------------------------------------------------- methods
@@ -245,20 +289,21 @@ def peer_methods(ns, model) -> list[Method]:
             for peer in peer_packs.installed(ns) if peer_packs.supports(peer, model)]
 
 
-def peers_line(ns, archs) -> str:
+def peers_line(ns, cells) -> str:
     """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
     from benchmarks import peer_packs
 
     found = peer_packs.installed(ns)
     if not found:
         return "third-party caches installed in custom_nodes: none (TeaCache, MagCache, First Block Cache looked for)"
-    ran = {peer.name: [a.name for a in archs if peer_packs.supports(peer, a.model)] for peer in found}
+    archs = {cell.arch.name: cell.model for cell in cells}
+    ran = {peer.name: [name for name, model in archs.items() if peer_packs.supports(peer, model)] for peer in found}
     return "third-party caches installed: " + "; ".join(
         f"{name} ran on {', '.join(names)}" if names else f"{name} supports none of these proxies" for name, names in ran.items())
 
 
-SETTINGS = 4  # knob values per gated method and cell in the measured runs
-CALIBRATION_SPAN = (12.5, 22.0)  # mean full calls of the calibration pairs the chosen settings must reach
+SETTINGS = 5  # knob values per gated method and cell in the measured runs
+CALIBRATION_SPAN = (13.0, 22.0)  # mean full calls of 35 (calibration pairs) at the ends of a method's settings
 
 
 # ----------------------------------------------------------------------------------------------- running
@@ -358,6 +403,7 @@ class Cell:
     arch: object
     shift: float
     mode: str
+    model: object = None  # the MODEL sampled (the proxy's, with this shift where the model carries it)
 
     @property
     def name(self) -> str:
@@ -365,21 +411,33 @@ class Cell:
 
 
 def calibrate(ns, cell: Cell, method: Method, steps: int, span=CALIBRATION_SPAN, pairs=CALIBRATION_PAIRS) -> tuple[float, ...]:
-    """``SETTINGS`` settings of a gated method for ``cell``, log-spaced from the largest broad-grid value whose mean
-    full calls over the calibration pairs (not the measured ones) are still at least ``span[1]`` to the smallest
-    whose calls are at most ``span[0]`` (the grid's ends where none is)."""
+    """``SETTINGS`` settings of a gated method for ``cell``, log-spaced between the settings whose mean full calls
+    over the calibration pairs (not the measured ones) are ``span[1]`` and ``span[0]``: each read off the method's
+    broad grid, log-interpolated between its two neighbours (the grid's first value where even that computes fewer,
+    the first value of the fewest calls where no setting computes as few)."""
     arch = cell.arch
-    base = {p: sample(ns, arch, arch.model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / steps for p in pairs}
-    fulls = []
+    scale = steps / STEPS
+    base = {p: sample(ns, arch, cell.model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / steps for p in pairs}
+    curve = []
     for setting in method.settings:
-        model = method.apply(ns, arch.model, setting)
+        model = method.apply(ns, cell.model, setting)
         full = sum(sample(ns, arch, model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / base[p] for p in pairs) / len(pairs)
-        fulls.append((setting, full))
-        if full <= span[0] * steps / STEPS:
+        curve.append((setting, full))
+        if full <= span[0] * scale:
             break
-    low = max((s for s, f in fulls if f >= span[1] * steps / STEPS), default=method.settings[0])
-    high = min((s for s, f in fulls if f <= span[0] * steps / STEPS), default=fulls[-1][0])
-    return log_grid(low, high, SETTINGS)
+    return log_grid(setting_at(curve, span[1] * scale), setting_at(curve, span[0] * scale), SETTINGS)
+
+
+def setting_at(curve: list[tuple[float, float]], goal: float) -> float:
+    """The setting of a (setting, mean full calls) curve, full calls falling, at which it computes ``goal`` calls."""
+    if curve[0][1] <= goal:
+        return curve[0][0]
+    for (sa, fa), (sb, fb) in zip(curve, curve[1:]):
+        if fa >= goal >= fb:
+            w = 0.5 if fa == fb else (fa - goal) / (fa - fb)
+            return float(f"{math.exp(math.log(sa) + w * (math.log(sb) - math.log(sa))):.4g}")
+    fewest = min(f for _, f in curve)
+    return next(s for s, f in curve if f == fewest)
 
 
 def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
@@ -408,7 +466,7 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
     references, rows = {}, [dict(cell=cell.name, method="uncached", setting=0.0, pairs=[], full=[], seconds=[], metrics=[])]
     calls_per_step = {}
     for p in pairs:
-        runs, seconds, x = sample(ns, arch, arch.model, p, cell.mode, cell.shift, steps, cfg)
+        runs, seconds, x = sample(ns, arch, cell.model, p, cell.mode, cell.shift, steps, cfg)
         references[p], calls_per_step[p] = x, runs / steps
         rows[0]["pairs"].append(p)
         rows[0]["full"].append(float(steps))
@@ -416,7 +474,7 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
         rows[0]["metrics"].append({})
     for method in methods:
         for setting in (settings or {}).get(method.name, method.settings):
-            model = method.apply(ns, arch.model, setting)
+            model = method.apply(ns, cell.model, setting)
             row = dict(cell=cell.name, method=method.name, setting=setting, pairs=[], full=[], seconds=[], metrics=[])
             for p in pairs:
                 runs, seconds, x = sample(ns, arch, model, p, cell.mode, cell.shift, steps, cfg)
@@ -517,11 +575,18 @@ def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- main
-def proxies(quick: bool) -> list:
-    """The proxies compared: both Cosmos3-architecture proxies (the Wan proxy where ``proxy_wan`` is present)."""
-    found = [Cosmos3Proxy(proxy.NATURAL, "Cosmos3 natural", True)]
-    if not quick:
-        found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
+ARCHS = ("cosmos3", "wan")
+
+
+def proxies(quick: bool, archs=ARCHS) -> list:
+    """The proxies compared: the two Cosmos3-architecture proxies and the Wan 2.1 one (``--quick``: the natural ones)."""
+    found = []
+    if "cosmos3" in archs:
+        found.append(Cosmos3Proxy(proxy.NATURAL, "Cosmos3 natural", True))
+        if not quick:
+            found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
+    if "wan" in archs:
+        found.append(WanProxy(proxy.WAN_NATURAL))
     return found
 
 
@@ -532,13 +597,14 @@ def cells_of(archs, quick: bool) -> list[Cell]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, 10 steps, shift 5, T2V, natural proxy")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, 10 steps, shift 5, T2V, the natural proxies")
     parser.add_argument("--pairs", type=int, default=PAIRS)
     parser.add_argument("--first-pair", type=int, default=0, help="first pair number (a held-out set starts elsewhere)")
     parser.add_argument("--shard", default=None, metavar="K/N", help="run every N-th cell from the K-th")
     parser.add_argument("--save", default=None, help="write the rows as JSON")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
+    parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated architectures (default: {','.join(ARCHS)})")
     parser.add_argument("--settings", default=None, metavar="JSON",
                         help="the calibrated settings per cell and method: read when present, else calibrated and written")
     args = parser.parse_args(argv)
@@ -555,7 +621,7 @@ def main(argv=None) -> None:
 
     peer_packs.load_peer_packs(ns)
     steps, pairs = (10, 2) if args.quick else (STEPS, args.pairs)
-    archs = proxies(args.quick)
+    archs = proxies(args.quick, args.archs.split(","))
     cells = cells_of(archs, args.quick)
     if args.shard:
         k, n = (int(v) for v in args.shard.split("/"))
@@ -563,14 +629,16 @@ def main(argv=None) -> None:
     folder = tempfile.mkdtemp(prefix="bench_peers_")
     for arch in {id(c.arch): c.arch for c in cells}.values():
         arch.load(ns, folder)
+    for cell in cells:
+        cell.model = cell.arch.model_for(ns, cell.shift)
 
     def methods(cell: Cell) -> list[Method]:
-        found = [*METHODS, *peer_methods(ns, cell.arch.model)]
+        found = [*METHODS, *peer_methods(ns, cell.model)]
         if args.quick:  # fixed interval at counts that fit 10 steps
             found = [Method(m.name, m.label, m.knob, (4, 6, 8), m.apply) if m.name == "fixed" else m for m in found]
         return [m for m in found if args.methods is None or m.name in args.methods.split(",")]
 
-    print(peers_line(ns, list({id(c.arch): c.arch for c in cells}.values())))
+    print(peers_line(ns, cells))
     grids = settings_for(ns, cells, methods, steps, args.settings)
     rows, start = [], time.time()
     for cell in cells:

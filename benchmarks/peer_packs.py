@@ -23,7 +23,8 @@ tiny trained proxy they no longer predict the output change, but each knob still
 error, which is all a matched-speed comparison needs. The knob grids reach past 13 and 22 of 35 full calls on a
 tiny random Wan 2.1 T2V (euler, CFG 4, 35 steps). TeaCache needs thresholds far above its node's maximum (10) there:
 the tiny model's time embedding changes by 60-140 % (relative L1) a step, far outside the range the polynomial was fit
-on, which maps it to 100-6000, so its grid spans 0.1 to 2000 (``run_node`` does not enforce the UI range). MagCache's
+on, which maps it to 100-6000, while the trained Wan proxy skips most steps already at 0.1, so its grid spans 0.001 to
+2000 (``run_node`` does not enforce the UI range). MagCache's
 ``magcache_K`` (most skips in a row) is 4 instead of its default 2, which stops at 16 of 35 (threshold 0.3).
 
 Torch and ComfyUI are imported only when a function runs.
@@ -60,11 +61,12 @@ class PeerCache:
 
 PEER_CACHES = (
     PeerCache("TeaCache", "TeaCache", "rel_l1_thresh",
-              (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 200.0, 300.0, 500.0, 700.0, 1000.0, 1500.0, 2000.0),
+              (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 200.0, 300.0, 500.0, 700.0, 1000.0,
+               1500.0, 2000.0),
               (("model_type", "wan2.1_t2v_1.3B"), ("start_percent", 0.0), ("end_percent", 1.0),
                ("cache_device", "cuda")),  # "cuda" means ComfyUI's compute device (the CPU in CPU mode)
               ("WAN21_T2V",), "welltop-cn/ComfyUI-TeaCache"),
-    PeerCache("MagCache", "MagCache", "magcache_thresh", (0.0, 0.01, 0.02, 0.03, 0.04, 0.06, 0.1, 0.15, 0.2, 0.3),
+    PeerCache("MagCache", "MagCache", "magcache_thresh", (0.0, 0.003, 0.01, 0.02, 0.03, 0.04, 0.06, 0.1, 0.15, 0.2, 0.3),
               (("model_type", "wan2.1_t2v_1.3B"), ("retention_ratio", 0.2), ("magcache_K", 4), ("start_step", 0),
                ("end_step", -1)),
               ("WAN21_T2V",), "Zehong-Ma/ComfyUI-MagCache"),

@@ -57,3 +57,10 @@ def test_bench_peers_quick_through_comfyui():
     assert "| Cosmos3 natural, shift 5, T2V | 4 | fixed interval |" in out
     fixed = [line for line in out.splitlines() if "| fixed interval |" in line]
     assert all(line.rstrip().endswith("| 2/2 |") for line in fixed)
+
+
+def test_a_setting_is_read_off_the_calibration_curve():
+    curve = [(0.01, 30.0), (0.1, 20.0), (1.0, 14.0), (10.0, 14.0)]
+    assert bench_peers.setting_at(curve, 25.0) == pytest.approx(math.sqrt(0.1 * 0.01), rel=1e-3)
+    assert bench_peers.setting_at(curve, 40.0) == 0.01  # even the first setting computes fewer
+    assert bench_peers.setting_at(curve, 12.0) == 1.0  # none computes as few: the first of the fewest
