@@ -52,6 +52,7 @@ import torch.nn.functional as F  # noqa: E402
 from benchmarks import proxy_natural as natural  # noqa: E402
 from benchmarks import train_proxy as proxy  # noqa: E402
 from benchmarks.bench_quality import paired_ratio  # noqa: E402
+from seacache_core import SeaCacheConfig  # noqa: E402
 
 STEPS = 35
 TARGETS = (15.0, 17.5, 19.5)  # full stack calls of 35
@@ -60,6 +61,7 @@ MODES = ("t2v", "i2v")
 PAIRS = 24
 CALIBRATION_PAIRS = (1000, 1001)
 DEFAULT_METHOD = "seacache"
+DEFAULTS = SeaCacheConfig()  # SeaCache Apply's defaults (the node's widgets read the same dataclass)
 
 
 # ----------------------------------------------------------------------------------------------- ComfyUI
@@ -277,6 +279,10 @@ METHODS = (
     Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("LazyCache")),
     Method("fixed", "fixed interval", "computed steps", (15, 17, 18, 20), fixed_interval),
 )
+# On Wan (block-stack seam) residual_order auto is 1; its order-2 variant measures whether auto should be 2 there too.
+WAN_METHODS = (Method("seacache_order2", "SeaCache, residual order 2", "threshold", METHODS[0].settings, seacache(residual_order="2")),)
+
+
 def peer_methods(ns, model) -> list[Method]:
     """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
     from benchmarks import peer_packs
@@ -473,7 +479,10 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
         rows[0]["seconds"].append(seconds)
         rows[0]["metrics"].append({})
     for method in methods:
-        for setting in (settings or {}).get(method.name, method.settings):
+        chosen = list((settings or {}).get(method.name, method.settings))
+        if method.name == DEFAULT_METHOD and DEFAULTS.threshold not in chosen:  # SeaCache Apply as shipped, too
+            chosen.append(DEFAULTS.threshold)
+        for setting in chosen:
             model = method.apply(ns, cell.model, setting)
             row = dict(cell=cell.name, method=method.name, setting=setting, pairs=[], full=[], seconds=[], metrics=[])
             for p in pairs:
@@ -529,6 +538,18 @@ def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
                 inside += ok
             out[(cell, method, target)] = dict(values=values, bracketed=inside, pairs=len(pairs))
     return out
+
+
+def shipped(rows: list[dict]) -> str:
+    """Per cell SeaCache Apply exactly as shipped (its default threshold): mean full calls and the error."""
+    lines = []
+    for r in rows:
+        if r["method"] == DEFAULT_METHOD and r["setting"] == DEFAULTS.threshold:
+            errors = [m["error"] for m in r["metrics"]]
+            lines.append(f"{r['cell']}: SeaCache Apply as shipped (threshold {DEFAULTS.threshold:g}): "
+                         f"{sum(r['full']) / len(r['full']):.1f} of 35 full calls ({min(r['full']):.0f}-{max(r['full']):.0f}), "
+                         f"error {geometric_mean(errors):.4f}")
+    return "\n".join(lines)
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:
@@ -613,7 +634,9 @@ def main(argv=None) -> None:
         labels = {m.name: m.label for m in METHODS}
         for part in saved:
             labels.update(part.get("labels", {}))
-        print(table([row for part in saved for row in part["rows"]], labels, tuple(saved[0].get("targets", TARGETS))))
+        rows = [row for part in saved for row in part["rows"]]
+        print(table(rows, labels, tuple(saved[0].get("targets", TARGETS))))
+        print(shipped(rows))
         return
     torch.set_flush_denormal(True)
     ns = comfy()
@@ -633,7 +656,7 @@ def main(argv=None) -> None:
         cell.model = cell.arch.model_for(ns, cell.shift)
 
     def methods(cell: Cell) -> list[Method]:
-        found = [*METHODS, *peer_methods(ns, cell.model)]
+        found = [*METHODS, *(WAN_METHODS if isinstance(cell.arch, WanProxy) else ()), *peer_methods(ns, cell.model)]
         if args.quick:  # fixed interval at counts that fit 10 steps
             found = [Method(m.name, m.label, m.knob, (4, 6, 8), m.apply) if m.name == "fixed" else m for m in found]
         return [m for m in found if args.methods is None or m.name in args.methods.split(",")]
@@ -648,6 +671,7 @@ def main(argv=None) -> None:
     labels = {m.name: m.label for cell in cells for m in methods(cell)}
     targets = (4.0, 6.0) if args.quick else TARGETS
     print(table(rows, labels, targets))
+    print(shipped(rows))
     if args.save:
         with open(args.save, "w") as f:
             json.dump({"rows": rows, "labels": labels, "targets": targets, "steps": steps}, f)
