@@ -83,3 +83,36 @@ def test_wan_proxy_needs_comfyui_path(monkeypatch):
     with pytest.raises(RuntimeError, match="COMFYUI_PATH"):
         proxy_wan.comfyui()
 
+
+def test_shipped_wan_proxy_runs_in_comfyui_as_the_trainer_ran_it(wan):
+    """The committed weights load through UNETLoader (Wan 2.1 T2V, in_dim 16, 3 blocks), and one Euler step of
+    ComfyUI's sampler from a sampler latent equals the adapter's denoised prediction mapped through Wan's latent
+    format: same network, same t = 1000 sigma, same model space."""
+    with open(os.path.join(proxy_wan.FOLDER, proxy.CARD_NAME)) as f:
+        card = json.load(f)
+    assert card["data"] == "wan_natural" and card["config"]["in_dim"] == 16
+    assert card["valid"] and card["cfg"] == proxy_wan.CFG == proxy.WAN_NATURAL.cfg and card["validity"]["cfg"] == proxy_wan.CFG
+    comfy_model = proxy_wan.load_model()
+    found = detected(comfy_model)
+    assert (found["class"], found["in_dim"], found["out_dim"], found["num_layers"]) == ("WAN21_T2V", 16, 16, 3)
+    assert len(comfy_model.model.diffusion_model.blocks) == 3
+    adapter = proxy.load_proxy(proxy_wan.FOLDER, data=proxy.WAN_NATURAL)
+    table = proxy_wan.word_table()
+    assert torch.equal(table, adapter.text_embedding.weight)
+
+    label, sigma = 9, 0.6
+    clean = proxy.WAN_NATURAL.dataset(1, 77)[0]  # a model-space video
+    latent = proxy_wan.from_model_space(clean)
+    run = wan.run_node
+    guider = run("CFGGuider", model=comfy_model, positive=proxy_wan.conditioning(label, table),
+                 negative=proxy_wan.conditioning(None, table), cfg=1.0).outputs[0]
+    out = run("SamplerCustomAdvanced", noise=run("DisableNoise").outputs[0], guider=guider,
+              sampler=run("KSamplerSelect", sampler_name="euler").outputs[0], sigmas=torch.tensor([sigma, 0.0]),
+              latent_image={"samples": latent}).outputs[0]["samples"]
+    x = (1 - sigma) * clean  # flow noise scaling with zero noise
+    with torch.no_grad():
+        velocity = adapter(x, torch.tensor([sigma]), proxy.WAN_NATURAL.token_batch([label]))
+    expected = proxy_wan.from_model_space(x - sigma * velocity)
+    assert torch.allclose(proxy_wan.to_model_space(latent), clean, atol=1e-5)
+    assert (out - expected).abs().max() < 1e-3 * expected.abs().max(), (out - expected).abs().max()
+    assert (out - latent).abs().mean() > 0.01  # the step did something
