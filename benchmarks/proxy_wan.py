@@ -36,6 +36,7 @@ WAN_CHANNELS = 16  # Wan 2.1's latent channels (what ComfyUI's Wan21 latent form
 LATENT_SHAPE = (WAN_CHANNELS, *natural.LATENT_SHAPE[1:])
 TEXT_DIM = 4096  # ComfyUI's Wan detection does not read text_dim; its default
 TIMESTEP_MULTIPLIER = 1000.0  # ComfyUI's flow model sampling: the network's t = multiplier * sigma
+CFG = 3.0  # the proxy's guidance: at the natural proxy's 4 its samples oversaturate (std 1.12x the data's, ratio 1.23)
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,19 @@ class WanProxy(torch.nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------- for the benchmark
-def load_model(folder: str = FOLDER, unet_name: str = WEIGHTS_NAME):
-    """The proxy as ComfyUI's MODEL, loaded by ComfyUI's own ``UNETLoader`` node (``folder`` added to the
-    ``diffusion_models`` search paths)."""
+def load_model(folder: str = FOLDER):
+    """The proxy in ``folder`` as ComfyUI's MODEL, loaded by ComfyUI's own ``UNETLoader`` node: the folder's parent
+    joins the ``diffusion_models`` search paths and the file is named with its folder
+    (``proxy_wan_natural/proxy.safetensors``), since ComfyUI resolves a name to the first search path that holds it."""
     ns = comfyui()
-    ns.folder_paths.add_model_folder_path("diffusion_models", folder)
+    folder = os.path.abspath(folder)
+    parent, name = os.path.split(folder)
+    unet_name = os.path.join(name, WEIGHTS_NAME)
+    ns.folder_paths.add_model_folder_path("diffusion_models", parent)
+    found = ns.folder_paths.get_full_path("diffusion_models", unet_name)
+    if found is None or os.path.abspath(found) != os.path.join(folder, WEIGHTS_NAME):
+        raise FileNotFoundError(f"ComfyUI resolves diffusion model {unet_name!r} to {found}, not to {folder}: "
+                                f"train the proxy there or give it a folder name no other diffusion_models path has")
     return ns.run_node("UNETLoader", unet_name=unet_name, weight_dtype="default").outputs[0]
 
 

@@ -226,7 +226,7 @@ AV = ProxyData(
 )
 WAN_NATURAL = ProxyData(
     "wan_natural", proxy_wan.FOLDER, proxy_wan.WanProxyConfig, proxy_wan.LATENT_SHAPE, len(natural.CLASSES),
-    functools.partial(natural.make_videos, channels=proxy_wan.WAN_CHANNELS), natural.prompt_tokens, natural.CFG,
+    functools.partial(natural.make_videos, channels=proxy_wan.WAN_CHANNELS), natural.prompt_tokens, proxy_wan.CFG,
     image_every=4, build=proxy_wan.WanProxy, i2v_share=0.0,
     weight_files=((proxy_wan.WEIGHTS_NAME, "diffusion_model."), (proxy_wan.TEXT_NAME, "text_embedding.")),
     what="ComfyUI's comfy.ldm.wan.model.WanModel (Wan 2.1 T2V, tiny) trained on {data} latent videos in Wan's "
@@ -387,10 +387,10 @@ def validity(model, labels: list[int] | None = None, steps: int = 35, shift: flo
 VALID_PROBE_ACCURACY = 0.75
 
 
-def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = natural.CFG, labels: list[int] | None = None,
+def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float | None = None, labels: list[int] | None = None,
                      data: ProxyData = NATURAL) -> dict:
     """How data-like the natural proxy's samples are, against held-out photo videos (one sample per prompt;
-    ``data``: a source of the natural videos, e.g. ``WAN_NATURAL``'s 16 channels).
+    ``data``: a source of the natural videos, e.g. ``WAN_NATURAL``'s 16 channels; ``cfg`` None: the source's).
 
     ``nn_ratio``: median nearest-neighbour distance of generated videos to a reference set of 1024 real videos,
     divided by the same for 32 held-out real videos (``noise_nn_ratio``: Gaussian noise of the data's mean and
@@ -400,6 +400,8 @@ def natural_validity(model, steps: int = 35, shift: float = 5.0, cfg: float = na
     ``motion_accuracy`` each part alone (chance 1/8 and 1/4). The ``image_`` entries do
     the same for single-frame stills (one per photo, photo only; chance 1/8). ``labels``: the video prompts
     sampled (default: every class once)."""
+    cfg = data.cfg if cfg is None else cfg
+
     def report(frames: int, labels: list[int]) -> dict:
         reference, reference_y = data.dataset(1024, 3000, frames)
         real, real_y = data.dataset(len(labels), 2000, frames)
