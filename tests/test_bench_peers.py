@@ -64,3 +64,11 @@ def test_a_setting_is_read_off_the_calibration_curve():
     assert bench_peers.setting_at(curve, 25.0) == pytest.approx(math.sqrt(0.1 * 0.01), rel=1e-3)
     assert bench_peers.setting_at(curve, 40.0) == 0.01  # even the first setting computes fewer
     assert bench_peers.setting_at(curve, 12.0) == 1.0  # none computes as few: the first of the fewest
+
+
+def test_saved_rows_of_a_method_measured_again_replace_the_earlier_ones():
+    first = [dict(cell="c", method="uncached", setting=0), dict(cell="c", method="easycache", setting=0.1),
+             dict(cell="c", method="easycache", setting=0.2), dict(cell="c", method="fixed", setting=15)]
+    again = [dict(cell="c", method="uncached", setting=0), dict(cell="c", method="easycache", setting=0.3)]
+    rows = bench_peers.replaced([first, again])
+    assert [(r["method"], r["setting"]) for r in rows] == [("uncached", 0), ("easycache", 0.3), ("fixed", 15)]
