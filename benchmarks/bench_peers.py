@@ -300,6 +300,20 @@ METHODS = (
 WAN_METHODS = (Method("seacache_order2", "SeaCache, residual order 2", "threshold", METHODS[0].settings, seacache(residual_order="2")),)
 
 
+def variant(spec: str) -> Method:
+    """A SeaCache Apply variant from ``NAME:input=value,...`` (inputs as the node takes them; numbers parsed),
+    its threshold swept like the defaults': any setting of the node can join the comparison."""
+    name, _, assignments = spec.partition(":")
+    fixed = {}
+    for item in filter(None, assignments.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            fixed[key] = float(value) if "." in value else int(value)
+        except ValueError:
+            fixed[key] = value
+    return Method(name, f"SeaCache, {assignments.replace(',', ', ')}", "threshold", METHODS[0].settings, seacache(**fixed))
+
+
 def peer_methods(ns, model) -> list[Method]:
     """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
     from benchmarks import peer_packs
@@ -654,6 +668,8 @@ def main(argv=None) -> None:
     parser.add_argument("--save", default=None, help="write the rows as JSON")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:input=value,...",
+                        help="also a SeaCache Apply variant, e.g. start15:start_percent=0.15 (repeatable)")
     parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated architectures (default: {','.join(ARCHS)})")
     parser.add_argument("--settings", default=None, metavar="JSON",
                         help="the calibrated settings per cell and method: read when present, else calibrated and written")
@@ -685,7 +701,8 @@ def main(argv=None) -> None:
         cell.model = cell.arch.model_for(ns, cell.shift)
 
     def methods(cell: Cell) -> list[Method]:
-        found = [*METHODS, *(WAN_METHODS if isinstance(cell.arch, WanProxy) else ()), *peer_methods(ns, cell.model)]
+        found = [*METHODS, *(WAN_METHODS if isinstance(cell.arch, WanProxy) else ()), *peer_methods(ns, cell.model),
+                 *map(variant, args.variant)]
         if args.quick:  # fixed interval at counts that fit 10 steps
             found = [Method(m.name, m.label, m.knob, (4, 6, 8), m.apply) if m.name == "fixed" else m for m in found]
         return [m for m in found if args.methods is None or m.name in args.methods.split(",")]

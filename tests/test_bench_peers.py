@@ -72,3 +72,9 @@ def test_saved_rows_of_a_method_measured_again_replace_the_earlier_ones():
     again = [dict(cell="c", method="uncached", setting=0), dict(cell="c", method="easycache", setting=0.3)]
     rows = bench_peers.replaced([first, again])
     assert [(r["method"], r["setting"]) for r in rows] == [("uncached", 0), ("easycache", 0.3), ("fixed", 15)]
+
+
+def test_a_seacache_variant_is_parsed_from_the_command_line():
+    method = bench_peers.variant("early:start_percent=0.15,warmup_steps=4,gate=sea")
+    assert method.name == "early" and method.label == "SeaCache, start_percent=0.15, warmup_steps=4, gate=sea"
+    assert method.settings == bench_peers.METHODS[0].settings
