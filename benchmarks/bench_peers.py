@@ -654,8 +654,7 @@ def proxies(quick: bool, archs=ARCHS) -> list:
     return found
 
 
-def cells_of(archs, quick: bool) -> list[Cell]:
-    shifts, modes = ((5.0,), ("t2v",)) if quick else (SHIFTS, MODES)
+def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
     return [Cell(arch, shift, mode) for arch in archs for shift in shifts for mode in modes]
 
 
@@ -670,6 +669,8 @@ def main(argv=None) -> None:
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:input=value,...",
                         help="also a SeaCache Apply variant, e.g. start15:start_percent=0.15 (repeatable)")
+    parser.add_argument("--shifts", default=",".join(f"{v:g}" for v in SHIFTS), help="comma-separated shifts")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (t2v, i2v)")
     parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated architectures (default: {','.join(ARCHS)})")
     parser.add_argument("--settings", default=None, metavar="JSON",
                         help="the calibrated settings per cell and method: read when present, else calibrated and written")
@@ -690,7 +691,8 @@ def main(argv=None) -> None:
     peer_packs.load_peer_packs(ns)
     steps, pairs = (10, 2) if args.quick else (STEPS, args.pairs)
     archs = proxies(args.quick, args.archs.split(","))
-    cells = cells_of(archs, args.quick)
+    shifts = (5.0,) if args.quick else tuple(float(v) for v in args.shifts.split(","))
+    cells = cells_of(archs, shifts, ("t2v",) if args.quick else tuple(args.modes.split(",")))
     if args.shard:
         k, n = (int(v) for v in args.shard.split("/"))
         cells = cells[k::n]
