@@ -571,6 +571,32 @@ def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
     return out
 
 
+def summary(rows: list[dict], labels: dict[str, str], target: float = 17.5) -> str:
+    """The README's table: per proxy and shift each method's error at ``target`` full calls (T2V / I2V), and the
+    default's paired ratio to the best peer's (the lowest-error method other than SeaCache's own settings)."""
+    results = matched(rows, (target,))
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
+    groups = list(dict.fromkeys(c.rsplit(", ", 1)[0] for c in cells))  # "proxy, shift s"
+    lines = ["| proxy, shift | " + " | ".join(labels.get(m, m) for m in methods) + " | SeaCache / best peer [95% CI] |",
+             "| --- |" + " ---: |" * (len(methods) + 1)]
+    for group in groups:
+        values, ratios = [], []
+        for mode in MODES:
+            cell = f"{group}, {mode.upper()}"
+            errors = {m: [v["error"] for v in results[(cell, m, target)]["values"]] for m in methods if (cell, m, target) in results}
+            if not errors:
+                continue
+            values.append({m: geometric_mean(e) for m, e in errors.items()})
+            peers = [m for m in errors if not m.startswith("seacache")]
+            best = min(peers, key=lambda m: values[-1][m])
+            g, lo, hi, _ = paired_ratio(errors[DEFAULT_METHOD], errors[best])
+            ratios.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(best, best).split(' (')[0]})")
+        cols = [" / ".join(f"{v[m]:.4f}" if m in v else "-" for v in values) for m in methods]
+        lines.append(f"| {group} | " + " | ".join(cols) + " | " + "; ".join(ratios) + " |")
+    return "\n".join(lines)
+
+
 def shipped(rows: list[dict]) -> str:
     """Per cell SeaCache Apply exactly as shipped (its default threshold): mean full calls and the error."""
     lines = []
@@ -682,6 +708,7 @@ def main(argv=None) -> None:
             labels.update(part.get("labels", {}))
         rows = replaced([part["rows"] for part in saved])
         print(table(rows, labels, tuple(saved[0].get("targets", TARGETS))))
+        print(summary(rows, labels))
         print(shipped(rows))
         return
     torch.set_flush_denormal(True)

@@ -78,3 +78,23 @@ def test_a_seacache_variant_is_parsed_from_the_command_line():
     method = bench_peers.variant("early:start_percent=0.15,warmup_steps=4,gate=sea")
     assert method.name == "early" and method.label == "SeaCache, start_percent=0.15, warmup_steps=4, gate=sea"
     assert method.settings == bench_peers.METHODS[0].settings
+
+
+def _rows(cell, method, errors, fulls=(16.0, 19.0)):
+    """Two runs of ``method`` bracketing 17.5 calls on two pairs, with the given per-pair errors at both."""
+    return [dict(cell=cell, method=method, setting=i, pairs=[0, 1], full=[f, f], seconds=[1.0, 1.0],
+                 metrics=[{"error": e} for e in errors]) for i, f in enumerate(fulls)]
+
+
+def test_the_summary_compares_the_default_with_the_best_peer_per_mode():
+    rows = []
+    for mode, scale in (("T2V", 1.0), ("I2V", 2.0)):
+        cell = f"P, shift 3, {mode}"
+        rows += [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], seconds=[2.0, 2.0], metrics=[{}, {}])]
+        rows += _rows(cell, "seacache", [0.01 * scale, 0.02 * scale])
+        rows += _rows(cell, "easycache", [0.04 * scale, 0.08 * scale])
+        rows += _rows(cell, "fixed", [0.02 * scale, 0.04 * scale])
+    text = bench_peers.summary(rows, {"seacache": "SeaCache", "easycache": "EasyCache (core)", "fixed": "fixed interval"})
+    line = next(l for l in text.splitlines() if l.startswith("| P, shift 3 |"))
+    assert "0.0141 / 0.0283" in line  # the default's geometric-mean error, T2V / I2V
+    assert "T2V 0.50 [0.50, 0.50] (fixed interval)" in line and "I2V 0.50 [0.50, 0.50] (fixed interval)" in line
