@@ -589,9 +589,10 @@ def summary(rows: list[dict], labels: dict[str, str], target: float = 17.5) -> s
                 continue
             values.append({m: geometric_mean(e) for m, e in errors.items()})
             peers = [m for m in errors if not m.startswith("seacache")]
-            best = min(peers, key=lambda m: values[-1][m])
-            g, lo, hi, _ = paired_ratio(errors[DEFAULT_METHOD], errors[best])
-            ratios.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(best, best).split(' (')[0]})")
+            if DEFAULT_METHOD in errors and peers:
+                best = min(peers, key=lambda m: values[-1][m])
+                g, lo, hi, _ = paired_ratio(errors[DEFAULT_METHOD], errors[best])
+                ratios.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(best, best).split(' (')[0]})")
         cols = [" / ".join(f"{v[m]:.4f}" if m in v else "-" for v in values) for m in methods]
         lines.append(f"| {group} | " + " | ".join(cols) + " | " + "; ".join(ratios) + " |")
     return "\n".join(lines)
