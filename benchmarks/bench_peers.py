@@ -376,15 +376,8 @@ def counting_stack(diffusion_model):
         handle.remove()
 
 
-@dataclass
-class Run:
-    full: float
-    seconds: float
-    latent: torch.Tensor
-
-
-def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg: float) -> tuple[int, float, torch.Tensor]:
-    """(stack runs, wall seconds, final latent in the model's space) of one pair through SamplerCustomAdvanced."""
+def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg: float) -> tuple[int, torch.Tensor]:
+    """(stack runs, final latent in the model's space) of one pair through SamplerCustomAdvanced."""
     positive, negative, latent = arch.inputs(ns, pair, mode)
     _, seed = pair_of(arch.data, pair)
     run = ns.run_node
@@ -393,11 +386,8 @@ def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg:
     noise = run("RandomNoise", noise_seed=seed).outputs[0]
     sigmas = arch.sigmas(ns, model, shift, steps)
     with counting_stack(model.model.diffusion_model) as counter:
-        start = time.perf_counter()
         out = run("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, latent_image=latent)
-        seconds = time.perf_counter() - start
-    samples = out.outputs[0]["samples"]
-    return counter["runs"], seconds, model.model.process_latent_in(samples).float()
+    return counter["runs"], model.model.process_latent_in(out.outputs[0]["samples"]).float()
 
 
 def metrics(x: torch.Tensor, reference: torch.Tensor, arch, mode: str) -> dict:
@@ -498,16 +488,15 @@ def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) ->
 
 def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = None, log=print) -> list[dict]:
     """Every method at every setting on ``pairs`` of ``cell``: one row per (method, setting) with per-pair full
-    calls (normalised to ``steps`` for the uncached run), metrics and seconds; the uncached row first."""
+    calls (normalised to ``steps`` for the uncached run) and metrics; the uncached row first."""
     arch, cfg = cell.arch, cell.arch.data.cfg
-    references, rows = {}, [dict(cell=cell.name, method="uncached", setting=0.0, pairs=[], full=[], seconds=[], metrics=[])]
+    references, rows = {}, [dict(cell=cell.name, method="uncached", setting=0.0, pairs=[], full=[], metrics=[])]
     calls_per_step = {}
     for p in pairs:
-        runs, seconds, x = sample(ns, arch, cell.model, p, cell.mode, cell.shift, steps, cfg)
+        runs, x = sample(ns, arch, cell.model, p, cell.mode, cell.shift, steps, cfg)
         references[p], calls_per_step[p] = x, runs / steps
         rows[0]["pairs"].append(p)
         rows[0]["full"].append(float(steps))
-        rows[0]["seconds"].append(seconds)
         rows[0]["metrics"].append({})
     for method in methods:
         chosen = list((settings or {}).get(method.name, method.settings))
@@ -515,12 +504,11 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
             chosen.append(DEFAULTS.threshold)
         for setting in chosen:
             model = method.apply(ns, cell.model, setting)
-            row = dict(cell=cell.name, method=method.name, setting=setting, pairs=[], full=[], seconds=[], metrics=[])
+            row = dict(cell=cell.name, method=method.name, setting=setting, pairs=[], full=[], metrics=[])
             for p in pairs:
-                runs, seconds, x = sample(ns, arch, model, p, cell.mode, cell.shift, steps, cfg)
+                runs, x = sample(ns, arch, model, p, cell.mode, cell.shift, steps, cfg)
                 row["pairs"].append(p)
                 row["full"].append(runs / calls_per_step[p])
-                row["seconds"].append(seconds)
                 row["metrics"].append(metrics(x, references[p], arch, cell.mode))
             rows.append(row)
             log(f"{cell.name}: {method.name} {setting:g}: full {sum(row['full']) / len(pairs):.1f}, "
@@ -551,8 +539,7 @@ def at_target(runs: list[tuple[float, dict]], target: float) -> tuple[dict, bool
 
 
 def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
-    """Per (cell, method, target): per-pair metrics at the target, the bracketed count, and the mean seconds per
-    run interpolated the same way (the wall time at that speed)."""
+    """Per (cell, method, target): per-pair metrics at the target and the bracketed count."""
     grouped: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["method"] != "uncached":
@@ -563,7 +550,7 @@ def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
         for target in targets:
             values, inside = [], 0
             for i, _ in enumerate(pairs):
-                runs = [(g["full"][i], {**g["metrics"][i], "seconds": g["seconds"][i]}) for g in group]
+                runs = [(g["full"][i], g["metrics"][i]) for g in group]
                 value, ok = at_target(runs, target)
                 values.append(value)
                 inside += ok
@@ -632,15 +619,14 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
 
 def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
     """Per cell and target: each method's geometric-mean error and its paired ratio to SeaCache's defaults
-    (95 % CI, pairs where SeaCache is lower), PSNR, SSIM and temporal error where the proxy decodes, wall time
-    per run relative to uncached, and how many pairs' runs bracket the target."""
+    (95 % CI, pairs where SeaCache is lower), PSNR, SSIM and temporal error where the proxy decodes, and how many
+    pairs' runs bracket the target."""
     results = matched(rows, targets)
-    uncached = {r["cell"]: sum(r["seconds"]) / len(r["seconds"]) for r in rows if r["method"] == "uncached"}
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     lines = [
         "| proxy, shift, mode | full calls of 35 | cache | error (rel. L2) | x SeaCache [95% CI], SeaCache lower | "
-        "PSNR dB | SSIM | temporal error | wall time vs uncached | bracketed |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "PSNR dB | SSIM | temporal error | bracketed |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for cell in cells:
         for target in targets:
@@ -659,9 +645,8 @@ def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
                     psnr, half = mean_ci([v["psnr"] for v in values])
                     frames = [f"{psnr:.1f} ± {half:.1f}", f"{sum(v['ssim'] for v in values) / len(values):.3f}",
                               f"{geometric_mean([v['temporal'] for v in values]):.4f}" if "temporal" in values[0] else "-"]
-                seconds = sum(v["seconds"] for v in values) / len(values)
                 lines.append(f"| {cell} | {target:g} | {labels.get(method, method)} | {geometric_mean(errors):.4f} | {versus} | "
-                             + " | ".join(frames) + f" | {uncached[cell] / seconds:.2f}x | {result['bracketed']}/{result['pairs']} |")
+                             + " | ".join(frames) + f" | {result['bracketed']}/{result['pairs']} |")
     return "\n".join(lines)
 
 

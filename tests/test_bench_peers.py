@@ -82,7 +82,7 @@ def test_a_seacache_variant_is_parsed_from_the_command_line():
 
 def _rows(cell, method, errors, fulls=(16.0, 19.0)):
     """Two runs of ``method`` bracketing 17.5 calls on two pairs, with the given per-pair errors at both."""
-    return [dict(cell=cell, method=method, setting=i, pairs=[0, 1], full=[f, f], seconds=[1.0, 1.0],
+    return [dict(cell=cell, method=method, setting=i, pairs=[0, 1], full=[f, f],
                  metrics=[{"error": e} for e in errors]) for i, f in enumerate(fulls)]
 
 
@@ -90,7 +90,7 @@ def test_the_summary_compares_the_default_with_the_best_peer_per_mode():
     rows = []
     for mode, scale in (("T2V", 1.0), ("I2V", 2.0)):
         cell = f"P, shift 3, {mode}"
-        rows += [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], seconds=[2.0, 2.0], metrics=[{}, {}])]
+        rows += [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
         rows += _rows(cell, "seacache", [0.01 * scale, 0.02 * scale])
         rows += _rows(cell, "easycache", [0.04 * scale, 0.08 * scale])
         rows += _rows(cell, "fixed", [0.02 * scale, 0.04 * scale])
