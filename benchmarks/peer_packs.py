@@ -23,7 +23,7 @@ tiny trained proxy they no longer predict the output change, but each knob still
 error, which is all a matched-speed comparison needs. The knob grids reach past 13 and 22 of 35 full calls on a
 tiny random Wan 2.1 T2V (euler, CFG 4, 35 steps). TeaCache needs thresholds far above its node's maximum (10) there:
 the tiny model's time embedding changes by 60-140 % (relative L1) a step, far outside the range the polynomial was fit
-on, which maps it to 100-6000, while the trained Wan proxy skips most steps already at 0.1, so its grid spans 0.001 to
+on, which maps it to 100-6000; on the trained Wan proxy 0.17-0.49 span 22 to 13 calls, so its grid spans 0.001 to
 2000 (``run_node`` does not enforce the UI range). MagCache's
 ``magcache_K`` (most skips in a row) is 4 instead of its default 2, which stops at 16 of 35 (threshold 0.3).
 
