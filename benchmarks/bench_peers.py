@@ -53,6 +53,7 @@ from benchmarks import proxy_natural as natural  # noqa: E402
 from benchmarks import train_proxy as proxy  # noqa: E402
 from benchmarks.bench_quality import paired_ratio  # noqa: E402
 from seacache_core import SeaCacheConfig  # noqa: E402
+from seacache_testing.composition_cases import with_defaults  # noqa: E402
 
 STEPS = 35
 TARGETS = (15.0, 17.5, 19.5)  # full stack calls of 35
@@ -86,13 +87,6 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
 
 
-def with_defaults(ns, node: str, hidden: dict | None = None, **inputs):
-    """The first output of ``node`` run with its schema defaults for every input not given."""
-    from seacache_testing.composition_cases import with_defaults as run
-
-    return run(ns, node, hidden=hidden, **inputs)
-
-
 # ----------------------------------------------------------------------------------------------- proxies
 @dataclass(frozen=True)
 class ProxyPrompt:
@@ -101,6 +95,7 @@ class ProxyPrompt:
     tokens: tuple[int, ...]
 
     def token_ids(self, latent_shape) -> torch.Tensor:
+        """The prompt's token ids [1, L] (a proxy's prompt does not state the video's size)."""
         return torch.tensor([self.tokens], dtype=torch.long)
 
 
@@ -114,6 +109,7 @@ class Cosmos3Proxy:
     model: object = None
 
     def load(self, ns, folder: str) -> None:
+        """Write the proxy as a checkpoint folder under ``folder`` and load it with the Cosmos3 Loader."""
         from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
         weights = proxy.load_proxy(self.data.folder, data=self.data)
@@ -123,6 +119,7 @@ class Cosmos3Proxy:
         self.model = ns.run_node("SeaCacheCosmos3Loader", checkpoint=os.path.basename(checkpoint), weight_dtype="default").outputs[0]
 
     def conditioning(self, label: int | None):
+        """CONDITIONING of class ``label``'s prompt (None: the empty prompt, the CFG negative)."""
         tokens = tuple(self.data.prompt_tokens(label, self.data.latent_shape[1]))
         return [[torch.zeros((1, 1, 1)), {"cosmos3_prompt": ProxyPrompt(tokens), "cosmos3_fps": proxy.FPS}]]
 
@@ -131,6 +128,7 @@ class Cosmos3Proxy:
         return self.model
 
     def sigmas(self, ns, model, shift: float, steps: int):
+        """The run's SIGMAS: Cosmos3 Scheduler at this shift."""
         return ns.run_node("SeaCacheCosmos3Scheduler", steps=steps, shift=shift, denoise=1.0).outputs[0]
 
     def inputs(self, ns, pair: int, mode: str):
@@ -149,6 +147,7 @@ class Cosmos3Proxy:
         return positive, negative, {"samples": latent, "noise_mask": (1.0 - frame_mask).reshape(1, 1, -1, 1, 1)}
 
     def frames(self, latent: torch.Tensor) -> torch.Tensor | None:
+        """RGB frames of a final latent where the proxy's latent decodes (the natural one), else None."""
         return natural_frames(latent) if self.decodes else None
 
 
@@ -165,16 +164,19 @@ class WanProxy:
     shifted: dict = field(default_factory=dict)
 
     def load(self, ns, folder: str) -> None:
+        """Load the proxy and its word table (``folder`` unused: the proxy is read from the repository)."""
         from benchmarks import proxy_wan
 
         self.model, self.table = proxy_wan.load_model(), proxy_wan.word_table()
 
     def model_for(self, ns, shift: float):
+        """The MODEL a cell samples: the loaded one through ModelSamplingSD3 at this shift (one per shift)."""
         if shift not in self.shifted:
             self.shifted[shift] = ns.run_node("ModelSamplingSD3", model=self.model, shift=shift).outputs[0]
         return self.shifted[shift]
 
     def sigmas(self, ns, model, shift: float, steps: int):
+        """The run's SIGMAS: BasicScheduler "simple" on the shifted model."""
         return ns.run_node("BasicScheduler", model=model, scheduler="simple", steps=steps, denoise=1.0).outputs[0]
 
     def inputs(self, ns, pair: int, mode: str):
@@ -193,6 +195,7 @@ class WanProxy:
         return positive, negative, {"samples": proxy_wan.from_model_space(latent), "noise_mask": mask}
 
     def frames(self, latent: torch.Tensor) -> torch.Tensor:
+        """RGB frames of a final latent (model space)."""
         return natural_frames(latent)
 
 
@@ -228,6 +231,7 @@ class Method:
 
 
 def seacache(**fixed):
+    """The apply function of SeaCache Apply at its defaults but ``fixed`` inputs, the threshold as the setting."""
     def apply(ns, model, threshold):
         return with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "bench"}, model=model, threshold=threshold, **fixed)
     return apply
@@ -251,6 +255,8 @@ def fresh_input(model):
 
 
 def core_cache(node: str, copy_input: bool = False):
+    """The apply function of a core cache node (EasyCache, LazyCache) at its defaults, ``reuse_threshold`` as the
+    setting; ``copy_input``: behind :func:`fresh_input`."""
     def apply(ns, model, threshold):
         return with_defaults(ns, node, model=fresh_input(model) if copy_input else model, reuse_threshold=threshold)
     return apply
@@ -479,7 +485,7 @@ def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) ->
             if method.name == "fixed" or method.name in known.get(cell.name, {}):
                 continue
             known.setdefault(cell.name, {})[method.name] = list(calibrate(ns, cell, method, steps))
-            log(f"calibrated {cell.name}, {method.name}: {known[cell.name][method.name]}")
+            log(f"calibrated {cell.name}, {method.name} ({method.knob}): {known[cell.name][method.name]}")
             if path:
                 with open(path, "w") as f:
                     json.dump(known, f, indent=1)
@@ -667,6 +673,7 @@ def proxies(quick: bool, archs=ARCHS) -> list:
 
 
 def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
+    """Every (proxy, shift, mode) cell, proxy by proxy."""
     return [Cell(arch, shift, mode) for arch in archs for shift in shifts for mode in modes]
 
 
