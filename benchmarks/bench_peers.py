@@ -522,6 +522,35 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
     return rows
 
 
+def timing(ns, cell: Cell, methods, settings: dict, pairs, steps: int, repeats: int = 2) -> str:
+    """Wall time of each method at its middle calibrated setting (about 17 of 35 calls) against uncached on
+    ``pairs``: every pair run uncached and with each method in turn, ``repeats`` times, after one warm-up; per
+    method the median seconds per run, the mean full calls and the two speedups (calls and wall time). On a proxy
+    this small ComfyUI's per-step work is a large part of a call, so the wall speedup stays below the calls'."""
+    arch, cfg = cell.arch, cell.arch.data.cfg
+    chosen = [(m, list(settings.get(m.name, m.settings))) for m in methods]
+    models = [("uncached", cell.model)] + [(m.name, m.apply(ns, cell.model, grid[len(grid) // 2])) for m, grid in chosen]
+    seconds = {name: [] for name, _ in models}
+    full = {name: [] for name, _ in models}
+    for p in pairs:
+        for repeat in range(repeats + 1):
+            for name, model in models:
+                start = time.perf_counter()
+                runs, _ = sample(ns, arch, model, p, cell.mode, cell.shift, steps, cfg)
+                if repeat:  # the first round warms up
+                    seconds[name].append(time.perf_counter() - start)
+                    full[name].append(runs)
+    base = sorted(seconds["uncached"])[len(seconds["uncached"]) // 2]
+    per_step = sum(full["uncached"]) / len(full["uncached"]) / steps
+    lines = [f"{cell.name}: median wall time per run, uncached {base * 1000:.0f} ms",
+             "| cache | full calls of 35 | calls speedup | wall-time speedup |", "| --- | ---: | ---: | ---: |"]
+    for name, _ in models[1:]:
+        calls = sum(full[name]) / len(full[name]) / per_step
+        median = sorted(seconds[name])[len(seconds[name]) // 2]
+        lines.append(f"| {name} | {calls * STEPS / steps:.1f} | {steps / calls:.2f}x | {base / median:.2f}x |")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------------------------- matching
 def at_target(runs: list[tuple[float, dict]], target: float) -> tuple[dict, bool]:
     """One pair's metrics at ``target`` full calls from its runs (full calls, metrics) of one method: between the
@@ -688,6 +717,9 @@ def main(argv=None) -> None:
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:input=value,...",
                         help="also a SeaCache Apply variant, e.g. start15:start_percent=0.15 (repeatable)")
+    parser.add_argument("--timing", action="store_true",
+                        help="wall time instead of errors: each method at its middle calibrated setting against uncached, "
+                             "runs interleaved, on an otherwise idle machine")
     parser.add_argument("--shifts", default=",".join(f"{v:g}" for v in SHIFTS), help="comma-separated shifts")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (t2v, i2v)")
     parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated architectures (default: {','.join(ARCHS)})")
@@ -731,6 +763,10 @@ def main(argv=None) -> None:
 
     print(peers_line(ns, cells))
     grids = settings_for(ns, cells, methods, steps, args.settings)
+    if args.timing:
+        for cell in cells:
+            print(timing(ns, cell, methods(cell), grids.get(cell.name, {}), range(args.first_pair, args.first_pair + pairs), steps))
+        return
     rows, start = [], time.time()
     for cell in cells:
         rows += measure(ns, cell, methods(cell), range(args.first_pair, args.first_pair + pairs), steps, grids.get(cell.name))

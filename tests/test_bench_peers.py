@@ -98,3 +98,16 @@ def test_the_summary_compares_the_default_with_the_best_peer_per_mode():
     line = next(l for l in text.splitlines() if l.startswith("| P, shift 3 |"))
     assert "0.0141 / 0.0283" in line  # the default's geometric-mean error, T2V / I2V
     assert "T2V 0.50 [0.50, 0.50] (fixed interval)" in line and "I2V 0.50 [0.50, 0.50] (fixed interval)" in line
+
+
+def test_bench_peers_timing_quick_through_comfyui():
+    """The wall-time mode prints, per method at its middle calibrated setting, its calls and wall-time speedups."""
+    import os
+
+    if not os.environ.get("COMFYUI_PATH", "").strip():
+        pytest.skip("COMFYUI_PATH is not set: bench_peers runs through ComfyUI")
+    out = bench("bench_peers.py", "--quick", "--timing", "--archs", "cosmos3", comfyui=True)
+    assert "| cache | full calls of 35 | calls speedup | wall-time speedup |" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line.endswith("x |")]
+    assert [row.split(" | ")[0] for row in rows] == ["| seacache", "| seacache_sea", "| easycache", "| lazycache", "| fixed"]
+    assert all(float(row.split(" | ")[2].rstrip("x")) > 1.0 for row in rows)  # each computes fewer calls than 35
