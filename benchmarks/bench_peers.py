@@ -19,13 +19,14 @@ calls per step): each pair's error is interpolated (log error linear in full cal
 the two runs of a method that bracket each target (15, 17.5 and 19.5 of 35 calls), never extrapolated. Errors are
 measured against the same pair uncached: the final latent's relative L2 (in the model's latent space) and, for the
 natural proxies, whose PCA latent decodes exactly to RGB, per-frame PSNR and SSIM and the temporal error (relative
-L2 of frame differences). LPIPS is not measured: it needs downloaded network weights. Wall time per run is
-recorded too; on proxies this small it is dominated by per-step overhead, not by the stack.
+L2 of frame differences). LPIPS is not measured: it needs downloaded network weights. Wall time is measured apart
+(``--timing``, on an idle machine): runs timed while other processes share the CPU are not comparable.
 
     COMFYUI_PATH=... python benchmarks/bench_peers.py --save peers.json            # the table (see docs/peers.md)
     COMFYUI_PATH=... python benchmarks/bench_peers.py --shard 0/2 --save a.json &  # split over two processes,
     COMFYUI_PATH=... python benchmarks/bench_peers.py --shard 1/2 --save b.json    # then
     python benchmarks/bench_peers.py --merge a.json b.json                         # one table
+    COMFYUI_PATH=... python benchmarks/bench_peers.py --timing --shifts 5 --modes t2v --pairs 3 --settings S.json
     COMFYUI_PATH=... python benchmarks/bench_peers.py --quick                      # smoke: 2 pairs, 10 steps
 """
 
