@@ -52,7 +52,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from benchmarks import proxy_natural as natural  # noqa: E402
 from benchmarks import train_proxy as proxy  # noqa: E402
-from benchmarks.bench_quality import paired_ratio  # noqa: E402
+from benchmarks.bench_quality import geometric_mean, interpolated, mean_ci, paired_ratio  # noqa: E402
 from seacache_core import SeaCacheConfig  # noqa: E402
 from seacache_testing.composition_cases import with_defaults  # noqa: E402
 
@@ -81,11 +81,6 @@ def comfy(path: str | None = None):
     comfyui_harness.load_extra_nodes(ns, "nodes_easycache.py")
     comfyui_harness.load_pack_with_comfyui_loader(ns)
     return ns
-
-
-def geometric_mean(values: list[float]) -> float:
-    """Geometric mean, an exact (zero) error counted as 1e-12."""
-    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
 
 
 # ----------------------------------------------------------------------------------------------- proxies
@@ -569,8 +564,7 @@ def at_target(runs: list[tuple[float, dict]], target: float) -> tuple[dict, bool
         if key in ("psnr", "ssim"):
             out[key] = ma[key] + w * (mb[key] - ma[key])
         else:
-            la, lb = math.log(max(ma[key], 1e-12)), math.log(max(mb[key], 1e-12))
-            out[key] = math.exp(la + w * (lb - la))
+            out[key] = interpolated(fa, ma[key], fb, mb[key], target)
     return out, True
 
 
@@ -643,14 +637,6 @@ def replaced(parts: list[list[dict]]) -> list[dict]:
             fresh.setdefault((r["cell"], r["method"]), []).append(r)
         latest.update(fresh)
     return [r for group in latest.values() for r in group]
-
-
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % interval (1.96 standard errors)."""
-    n = len(values)
-    mean = sum(values) / n
-    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
-    return mean, half
 
 
 def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:

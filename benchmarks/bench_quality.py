@@ -233,7 +233,16 @@ def paired_ratio(a: list[float], b: list[float]) -> tuple[float, float, float, i
 
 
 def geometric_mean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    """Geometric mean; an exact (zero) error counts as 1e-12, as in :func:`interpolated`."""
+    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % interval (1.96 standard errors) over pairs."""
+    n = len(values)
+    mean = sum(values) / n
+    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
+    return mean, half
 
 
 def bracketed(rows: list[dict], steps: dict[str, int]) -> tuple[int, int]:

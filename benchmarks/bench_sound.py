@@ -167,14 +167,6 @@ def at_target(rows: list[dict], steps: int) -> dict[str, dict[str, list[float]]]
     return out
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and 95 % half-width (1.96 standard errors) over pairs."""
-    n = len(values)
-    mean = sum(values) / n
-    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
-    return mean, half
-
-
 def table(rows: list[dict], steps: int) -> str:
     """The printed comparison: per variant the full calls of its two settings, at the 1.8x point the geometric-mean
     sound latent error [95 % CI], SNR and log-spectral distance (mean +- 95 % half-width), the sound error's
@@ -187,7 +179,7 @@ def table(rows: list[dict], steps: int) -> str:
     inside, total = quality.bracketed(rows, {rows[0]["section"]: steps})
 
     def geometric(v):
-        g, half = mean_ci([math.log(x) for x in v])
+        g, half = quality.mean_ci([math.log(x) for x in v])
         return f"{math.exp(g):.4f} [{math.exp(g - half):.4f}, {math.exp(g + half):.4f}]"
 
     lines = [
@@ -201,8 +193,8 @@ def table(rows: list[dict], steps: int) -> str:
     ]
     for gate in GATES:
         v = values[gate]
-        snr, snr_half = mean_ci([-10 * math.log10(x) for x in v["nsr"]])
-        lsd, lsd_half = mean_ci(v["lsd"])
+        snr, snr_half = quality.mean_ci([-10 * math.log10(x) for x in v["nsr"]])
+        lsd, lsd_half = quality.mean_ci(v["lsd"])
         if gate == "video":
             versus = "-"
         else:
