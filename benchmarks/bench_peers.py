@@ -439,14 +439,19 @@ class Cell:
         return f"{self.arch.name}, shift {self.shift:g}, {self.mode.upper()}"
 
 
-def calibrate(ns, cell: Cell, method: Method, steps: int, span=CALIBRATION_SPAN, pairs=CALIBRATION_PAIRS) -> tuple[float, ...]:
+def calls_per_step(ns, cell: Cell, steps: int, pairs=CALIBRATION_PAIRS) -> dict[int, float]:
+    """Per calibration pair the uncached run's stack executions per step (what a method's count is divided by)."""
+    return {p: sample(ns, cell.arch, cell.model, p, cell.mode, cell.shift, steps, cell.arch.data.cfg)[0] / steps for p in pairs}
+
+
+def calibrate(ns, cell: Cell, method: Method, steps: int, base: dict[int, float], span=CALIBRATION_SPAN) -> tuple[float, ...]:
     """``SETTINGS`` settings of a gated method for ``cell``, log-spaced between the settings whose mean full calls
-    over the calibration pairs (not the measured ones) are ``span[1]`` and ``span[0]``: each read off the method's
-    broad grid, log-interpolated between its two neighbours (the grid's first value where even that computes fewer,
-    the first value of the fewest calls where no setting computes as few)."""
-    arch = cell.arch
+    over the calibration pairs (``base``'s keys, not the measured ones; ``base``: :func:`calls_per_step`) are
+    ``span[1]`` and ``span[0]``: each read off the method's broad grid, log-interpolated between its two neighbours
+    (the grid's first value where even that computes fewer, the first value of the fewest calls where no setting
+    computes as few)."""
+    arch, pairs = cell.arch, list(base)
     scale = steps / STEPS
-    base = {p: sample(ns, arch, cell.model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / steps for p in pairs}
     curve = []
     for setting in method.settings:
         model = method.apply(ns, cell.model, setting)
@@ -477,10 +482,12 @@ def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) ->
         with open(path) as f:
             known = json.load(f)
     for cell in cells:
+        base = None
         for method in methods(cell):
             if method.name == "fixed" or method.name in known.get(cell.name, {}):
                 continue
-            known.setdefault(cell.name, {})[method.name] = list(calibrate(ns, cell, method, steps))
+            base = base or calls_per_step(ns, cell, steps)
+            known.setdefault(cell.name, {})[method.name] = list(calibrate(ns, cell, method, steps, base))
             log(f"calibrated {cell.name}, {method.name} ({method.knob}): {known[cell.name][method.name]}")
             if path:
                 with open(path, "w") as f:
