@@ -14,7 +14,7 @@ call) uncached and with each cache:
   number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
 - the third-party caches installed in ComfyUI's custom_nodes that support the model (``peer_packs.py``).
 
-Speed is matched by full stack calls (executions of the model's last block, normalised to the uncached run's
+Speed is matched by full stack calls (block executions per block of the stack, normalised to the uncached run's
 calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
 the two runs of a method that bracket each target (15, 17.5 and 19.5 of 35 calls), never extrapolated. Errors are
 measured against the same pair uncached: the final latent's relative L2 (in the model's latent space) and, for the
@@ -346,36 +346,22 @@ CALIBRATION_SPAN = (13.0, 22.0)  # mean full calls of 35 (calibration pairs) at 
 
 
 # ----------------------------------------------------------------------------------------------- running
-def stack_blocks(diffusion_model) -> list:
-    """The model's generator blocks: Cosmos3's layers (their generator step) or a core model's block list."""
-    from seacache_testing.anymodel_runs import stack_blocks as core_blocks
-
-    return list(getattr(diffusion_model, "layers", None) or core_blocks(diffusion_model))
-
-
 @contextmanager
-def counting_stack(diffusion_model):
-    """Yields a dict whose "runs" counts executions of the last generator block (one per full stack call)."""
-    counter = {"runs": 0}
-    last = stack_blocks(diffusion_model)[-1]
-    if hasattr(last, "gen_step"):  # Cosmos3: the generator pathway of the layer
-        inner = last.gen_step
+def stack_runs(diffusion_model):
+    """Yields a function giving the full stack runs so far: a Cosmos3 model's generator-layer steps
+    (``comfy_runs.LayerCalls``) or a core model's block calls (``anymodel_runs.counting_blocks``), per block."""
+    from seacache_testing.anymodel_runs import counting_blocks, stack_blocks
+    from seacache_testing.comfy_runs import LayerCalls
 
-        def counted(*args, **kwargs):
-            counter["runs"] += 1
-            return inner(*args, **kwargs)
-
-        last.gen_step = counted
+    if hasattr(diffusion_model, "layers"):
+        calls = LayerCalls(diffusion_model)
         try:
-            yield counter
+            yield lambda: calls.gen // len(calls.layers)
         finally:
-            del last.gen_step
+            calls.close()
         return
-    handle = last.register_forward_hook(lambda *_: counter.update(runs=counter["runs"] + 1))
-    try:
-        yield counter
-    finally:
-        handle.remove()
+    with counting_blocks(diffusion_model) as counter:
+        yield lambda: counter["calls"] // len(stack_blocks(diffusion_model))
 
 
 def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg: float) -> tuple[int, torch.Tensor]:
@@ -387,9 +373,10 @@ def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg:
     sampler = run("KSamplerSelect", sampler_name="euler").outputs[0]
     noise = run("RandomNoise", noise_seed=seed).outputs[0]
     sigmas = arch.sigmas(ns, model, shift, steps)
-    with counting_stack(model.model.diffusion_model) as counter:
+    with stack_runs(model.model.diffusion_model) as runs:
         out = run("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, latent_image=latent)
-    return counter["runs"], model.model.process_latent_in(out.outputs[0]["samples"]).float()
+        full = runs()
+    return full, model.model.process_latent_in(out.outputs[0]["samples"]).float()
 
 
 def metrics(x: torch.Tensor, reference: torch.Tensor, arch, mode: str) -> dict:
