@@ -3,7 +3,7 @@
 Run as `python benchmarks/bench_gate.py` (``--smoke``: tiny latents, one repeat, seconds on the CPU). Prints
 numbers; asserts nothing about time.
 
-(a) Gate cost per step: one `SeaCacheGate.decide` on the adjacent step of a branch with history, i.e. the
+(a) Gate cost per step: one `SeaCacheRun.decide` on the adjacent step of a branch with history, i.e. the
     SEA filter (rfftn, gain multiply, irfftn in float32) plus the relative L1 distance and its one host sync;
     the gain is cached as in a run (its build, once per step, is timed separately). Median of a few repeats.
 (b) Gain builds over a 35-step run with cond and uncond: once per step, none per batch item.
@@ -22,7 +22,7 @@ import torch
 if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from seacache_core import GainCache, GatedCall, SeaCacheConfig, SeaCacheGate  # noqa: E402
+from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun  # noqa: E402
 
 SHAPES = {
     "1280x720x189f [1,48,48,45,80]": ((1, 48, 48, 45, 80), 3),
@@ -30,6 +30,7 @@ SHAPES = {
 }
 SMOKE_SHAPES = {"tiny [1,48,5,6,8]": ((1, 48, 5, 6, 8), 1)}
 STEPS = 35
+SIGMAS = [0.9, 0.85, 0.8] + torch.linspace(0.75, 0.0, STEPS - 2).tolist()  # steps + 1 values
 
 
 def _sync(device: torch.device) -> None:
@@ -54,12 +55,12 @@ def gate_cost(shape, dtype, device, repeats) -> tuple[float, float]:
     gen = torch.Generator().manual_seed(0)
     base = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
     drift = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
-    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
+    run = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), SIGMAS)
     residual = torch.zeros(1, 1, device=device)
-    for step, sigma in enumerate((0.9, 0.85)):
-        GatedCall(gate, gate.decide(["cond"], base + step * 0.01 * drift, sigma, step, STEPS)).commit(residual)
+    for step in range(2):
+        run.decide(base + step * 0.01 * drift, SIGMAS[step], ["cond"]).commit(residual)
     latent = base + 0.02 * drift
-    decide_ms = _median_ms(lambda: gate.decide(["cond"], latent, 0.8, 2, STEPS), repeats, device)
+    decide_ms = _median_ms(lambda: run.decide(latent, SIGMAS[2], ["cond"]), repeats, device)
     gain_ms = _median_ms(lambda: GainCache().rfft_gain(shape[-3:], 0.8, 3.0, device), repeats, device)
     return decide_ms, gain_ms
 
@@ -70,19 +71,20 @@ def flow_sigmas(steps: int, shift: float) -> list[float]:
     return (shift * t / (1 + (shift - 1) * t)).tolist()
 
 
-def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheGate]:
+def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheRun]:
     """Run STEPS steps with cond and uncond (one batched call, or two calls per step) and count gain builds."""
     gen = torch.Generator().manual_seed(1)
     base, drift = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
-    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
+    sigmas = flow_sigmas(STEPS, 5.0)
+    run = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas + [0.0])
     calls = [(["cond", "uncond"], 2)] if batched else [(["cond"], 1), (["uncond"], 1)]
-    for step, sigma in enumerate(flow_sigmas(STEPS, 5.0)):
+    for sigma in sigmas:
         latent = base * (1 - sigma) + drift * sigma
         for keys, batch in calls:
-            call = GatedCall(gate, gate.decide(keys, latent.expand(batch, *shape[1:]), sigma, step, STEPS))
+            call = run.decide(latent.expand(batch, *shape[1:]), sigma, keys)
             if call.predict(torch.zeros(batch, 1)) is None:
                 call.commit(torch.zeros(batch, 1))
-    return gate.gains.builds, gate
+    return run.gains.builds, run
 
 
 def main() -> None:
@@ -92,7 +94,7 @@ def main() -> None:
     shapes = SMOKE_SHAPES if smoke else SHAPES
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    print("(a) gate cost per step: decide() = SEA filter + rel_l1 (gain cached); gain build once per step")
+    print("(a) gate cost per step: decide() = SEA filter + distance (gain cached); gain build once per step")
     for device in devices:
         for name, (shape, repeats) in shapes.items():
             repeats = repeats if device.type == "cpu" or smoke else 20

@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # entry point run as a file: the repository root 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
 from benchmarks.memory_plan import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
 from cosmos3.random_weights import random_model  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
+from seacache_core import SeaCacheConfig, SeaCacheRun  # noqa: E402
 from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -103,10 +103,10 @@ def parse_pattern(text: str) -> str:
     return letters
 
 
-def impose(decision, letter: str, gate) -> None:
-    """Replace the gate's verdict by the pattern's letter (R: reuse, F/C: compute) in place."""
+def impose(decision, letter: str, run) -> None:
+    """Replace the run's verdict by the pattern's letter (R: reuse, F/C: compute) in place."""
     if letter == "R" and not decision.reuse:
-        if any(gate.branch_state(p.key) is None or not len(gate.branch_state(p.key).history) for p in decision.branches):
+        if any(run.states.get(p.key) is None or not len(run.states[p.key].history) for p in decision.branches):
             return  # nothing recorded yet for some branch: the step must compute
         decision.reuse, decision.reason = True, None
         for plan in decision.branches:
@@ -118,25 +118,25 @@ def impose(decision, letter: str, gate) -> None:
 
 @dataclass
 class GateProbe:
-    """Wraps a session's gate: times each ``decide`` (SEA filter + distance) and optionally imposes a pattern."""
+    """Wraps a run's ``decide``: times each (SEA filter + distance) and optionally imposes a pattern."""
 
-    session: SeaCacheSession
+    session: SeaCacheRun
     clock: Clock
     pattern: str | None = None
     marks: list = field(default_factory=list)
 
     def __post_init__(self):
-        gate, decide = self.session.gate, self.session.gate.decide
+        decide = self.session.decide
 
         def timed_decide(*args, **kwargs):
             start = self.clock.mark()
             decision = decide(*args, **kwargs)  # whatever the gate's signature: the probe only reads the verdict
             if self.pattern is not None and decision.step is not None:
-                impose(decision, self.pattern[decision.step], gate)
+                impose(decision, self.pattern[decision.step], self.session)
             self.marks.append((start, self.clock.mark()))
             return decision
 
-        gate.decide = timed_decide
+        self.session.decide = timed_decide
 
     def gate_ms(self) -> list[float]:
         """Milliseconds of each timed ``decide``."""
@@ -222,14 +222,14 @@ class RunResult:
         return sum(d == "computed" for d in self.decisions)
 
 
-def sample(model, tokens, noise, sigmas, dtype, clock, session=None, pattern=None) -> RunResult:
-    """One sampling run: the text pathway once (its K/V cached for the run), then the Euler/CFG loop."""
+def sample(model, tokens, noise, sigmas, dtype, clock, config=None, pattern=None) -> RunResult:
+    """One sampling run (with SeaCache at ``config`` when given): the text pathway once (its K/V cached for the
+    run), then the Euler/CFG loop."""
     device = noise.device
     steps = len(sigmas) - 1
     cuda = device.type == "cuda"
+    session = SeaCacheRun(config, sigmas) if config is not None else None
     probe = GateProbe(session, clock, pattern) if session is not None else None
-    if session is not None:
-        session.set_schedule(sigmas)
     model.call_gen_stack = SeaCachedCosmos3(model, session)
     cache = TextKVCache()
     options = {TEXT_KV_CACHE_KEY: cache}
@@ -258,7 +258,7 @@ def sample(model, tokens, noise, sigmas, dtype, clock, session=None, pattern=Non
         records = session.stats.records
         decisions = ["reused" if r.decision == "reused" else "computed" for r in records]
         gate_ms = probe.gate_ms()
-        history = sum(nbytes(r for _, r in session.gate.branch_state(k).history.records) for k in ("cond", "uncond"))
+        history = sum(nbytes(r for _, r in session.states[k].history.records) for k in ("cond", "uncond"))
         timeline = " ".join({"forced": "F", "computed": "C", "reused": "R"}[r.decision] for r in records)
         session.release()
     del model.call_gen_stack  # back to the class method (the host referenced the model: no cycle left)
@@ -371,7 +371,7 @@ def main() -> None:
             sigmas = reference_sigmas(steps, args.shift)
             # Warm-up: both paths (a computed and a reused step) on a 3-step schedule.
             warm = sample(model, tokens, noise, reference_sigmas(3, args.shift), torch.bfloat16, clock,
-                          SeaCacheSession(SeaCacheConfig(threshold=0.25, gate="sea")), pattern="FRC")
+                          SeaCacheConfig(threshold=0.25, gate="sea"), pattern="FRC")
             per_step = max(warm.median("computed"), 1e-3) / 1e3
             estimate = per_step * (steps + steps) + warm.text_ms / 1e3 * 2
             if time.perf_counter() - t0 + estimate > args.budget_s:
@@ -379,8 +379,8 @@ def main() -> None:
                 continue
             text_kv = text_kv_measured(model, tokens)
             plain = sample(model, tokens, noise, sigmas, torch.bfloat16, clock)
-            session = SeaCacheSession(SeaCacheConfig(threshold=0.25, gate="sea", residual_storage=args.residual_storage))
-            cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, session, pattern)
+            config = SeaCacheConfig(threshold=0.25, gate="sea", residual_storage=args.residual_storage)
+            cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, config, pattern)
             rows.append((f"{w}x{h}x{f}", label, weights, text_kv, plain, cached,
                          activation_bytes(config, 2 * config.token_count(*grid))))
             warnings += print_rows(rows[-1], device)  # now: a run stopped by its time limit keeps what it measured

@@ -26,7 +26,7 @@ target and paired ratios (geometric mean and 95 % interval over the pairs, pairs
     # the speedup setting against the threshold mode at the same full calls (targets 1.5, 1.8, 2.0; --merge as above)
     python benchmarks/bench_quality.py --speedup --gate sea_same_sigma --save s.json
 
-Every gate runs through ``seacache_core.SeaCacheSession`` (the code that ships); evenly spaced skipping uses
+Every gate runs through ``seacache_core.SeaCacheRun`` (the code that ships); evenly spaced skipping uses
 the same residual history and extrapolation. Euler flow sampler, cond and uncond batched in one call.
 """
 
@@ -49,9 +49,8 @@ import torch  # noqa: E402
 from benchmarks import train_proxy as proxy  # noqa: E402
 from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 from cosmos3 import reference_sigmas  # noqa: E402
-from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheSession  # noqa: E402
-from seacache_core.distance import item_distances  # noqa: E402
-from seacache_core.indicator import SameSigmaIndicator  # noqa: E402
+from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun, item_distances  # noqa: E402
+from seacache_core.sea_filter import Indicator  # noqa: E402
 
 SHIFTS = (3.0, 5.0, 10.0)
 SPEEDUP = 1.8  # the published operating point: full calls = steps / 1.8
@@ -62,11 +61,14 @@ CALIBRATION_PAIRS = range(1000, 1003)
 VIDEO_PROXIES = ("natural", "synthetic")
 
 
-class UnfilteredIndicator(SameSigmaIndicator):
+class UnfilteredIndicator(Indicator):
     """Benchmark-only gate indicator: the raw noisy latent, no SEA filter (what the filter is compared with); it
     stores the latent as the same-sigma gate does and compares it unfiltered."""
 
-    def distances(self, current: torch.Tensor, previous: torch.Tensor, sea_filter) -> torch.Tensor:
+    def __init__(self):
+        super().__init__("sea_same_sigma")
+
+    def distances(self, current: torch.Tensor, previous: torch.Tensor, *filters, shapes=None) -> torch.Tensor:
         return item_distances(current, previous)
 
 
@@ -94,14 +96,13 @@ def even_steps(steps: int, full: int) -> set[int]:
     return {round(i * (steps - 1) / (full - 1)) for i in range(full)}
 
 
-def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor, speedup: float = 0.0) -> SeaCacheSession:
-    """A session of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule; a
-    ``speedup`` target replaces the threshold (the speed controller)."""
+def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor, speedup: float = 0.0) -> SeaCacheRun:
+    """A run of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule; a ``speedup``
+    target replaces the threshold (the speed controller)."""
     config = SeaCacheConfig(threshold=threshold, order=order, gate="sea" if gate == "unfiltered" else gate, speedup=speedup)
-    session = SeaCacheSession(config)
+    session = SeaCacheRun(config, sigmas)
     if gate == "unfiltered":
-        session.gate.indicator = UnfilteredIndicator()
-    session.set_schedule(sigmas)
+        session.indicator = UnfilteredIndicator()
     return session
 
 
@@ -294,8 +295,9 @@ def table(rows: list[dict], steps: dict[str, int], cfg: dict[str, float]) -> str
 def instrument(job: Job, p: int = 0) -> str:
     """Per-step distances of one uncached trajectory: the paper's SEA distance, the same-sigma distance and the
     raw latent's, showing where the SEA distance comes from the filter's own change along the schedule."""
-    from seacache_core import rel_l1
     from seacache_core.sea_filter import sea_filter_float32
+
+    rel_l1 = lambda a, b: float(item_distances(a, b))  # noqa: E731 - batch of one
 
     latents = []
 

@@ -12,14 +12,14 @@ video latent's error. Variants:
   Apply's Cosmos3 defaults: ``gate="sea_same_sigma"``, residual order 2 (``--gate``, ``--order``);
 - ``joint gate``: the same gate reading video and sound, ``SeaCacheConfig(sound_weight=1)``
   (``--sound-weight``): the weighted mean of the video's distance and the relative L1 distance of the sound
-  latents filtered along their time axis at the current sigma (``seacache_core.indicator.WithSound``);
+  latents filtered along their time axis at the current sigma (``seacache_core.sea_filter.Indicator``);
 - ``EasyCache``: ComfyUI core EasyCache's rule re-implemented here on the whole model call (not driven through
   ComfyUI): the cumulative predicted output change, read from the video only (its first, cond item, subsampled
   8x in space), against the threshold inside its default window (15 % to 95 % of the schedule); a skipped call
   returns its input plus the last computed output-minus-input of each stream (order-0 reuse, sound included);
 - ``evenly spaced``: a fixed set of evenly spaced steps, the stack residual extrapolated (order 1) in between.
 
-The SEA gates and evenly spaced skipping cache the generator stack through ``seacache_core.SeaCacheSession`` and
+The SEA gates and evenly spaced skipping cache the generator stack through ``seacache_core.SeaCacheRun`` and
 extrapolate its residual with the same order; Euler flow sampler, cond and uncond batched in one call.
 
     python benchmarks/bench_sound.py                 # 24 pairs, 35 steps, shift 5 (the proxy's validity setting)
@@ -43,7 +43,7 @@ from benchmarks import bench_quality as quality  # noqa: E402
 from benchmarks import proxy_av as av  # noqa: E402
 from benchmarks import train_proxy as proxy  # noqa: E402
 from cosmos3 import reference_sigmas  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
+from seacache_core import SeaCacheConfig, SeaCacheRun  # noqa: E402
 from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 
 GATES = ("video", "joint", "easycache", "even")
@@ -111,8 +111,8 @@ class SoundJob(quality.Job):
             out = self.sample(p, model=wrapped)
             return wrapped.full, out
         weight = 0.0 if gate == "video" else self.sound_weight
-        session = SeaCacheSession(SeaCacheConfig(threshold=setting, order=order, gate=self.gate, sound_weight=weight))
-        session.set_schedule(reference_sigmas(self.steps, self.shift))
+        session = SeaCacheRun(SeaCacheConfig(threshold=setting, order=order, gate=self.gate, sound_weight=weight),
+                              reference_sigmas(self.steps, self.shift))
         out = self.sample(p, SeaCachedCosmos3(self.model, session))
         full = session.stats.ran
         session.release()

@@ -78,11 +78,11 @@ def run_comfyui(comfy_path: str, checkpoint_root: str, name: str, steps: int, re
 
 
 def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -> tuple[tuple, dict]:
-    """The same job without ComfyUI: plain-torch model, Euler flow sampler with CFG, a SeaCacheSession."""
+    """The same job without ComfyUI: plain-torch model, Euler flow sampler with CFG, a SeaCacheRun."""
     from cosmos3 import (TEXT_KV_CACHE_KEY, Cosmos3Transformer, TextKVCache, load_weights, read_config,
                          reference_sigmas, shard_files)
     from cosmos3.tokenizer import Cosmos3Tokenizer
-    from seacache_core import SeaCacheConfig, SeaCacheSession
+    from seacache_core import SeaCacheConfig, SeaCacheRun
 
     path = os.path.join(checkpoint_root, name)
     model = Cosmos3Transformer(read_config(path)).eval()
@@ -100,9 +100,7 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
         shape = (1, 48, (SIZE["length"] - 1) // 4 + 1, SIZE["height"] // 16, SIZE["width"] // 16)
         x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
         options = {TEXT_KV_CACHE_KEY: TextKVCache()}
-        model.call_gen_stack = SeaCachedCosmos3(model, session)
-        if session is not None:
-            session.set_schedule(sigmas)
+        model.call_gen_stack = SeaCachedCosmos3(model, session and session(sigmas))
         seconds = []
         with torch.no_grad():
             for i in range(steps):
@@ -120,8 +118,11 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
             calls["uncached"] += seconds
 
     def sample_seacache(n):
-        last["session"] = SeaCacheSession(SeaCacheConfig(threshold=0.25, gate="sea"))  # the paper's recipe, as published
-        seconds = sample(last["session"], n)
+        def start(sigmas):  # the paper's recipe, as published
+            last["session"] = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas)
+            return last["session"]
+
+        seconds = sample(start, n)
         if n == steps:
             for record, second in zip(last["session"].stats.records, seconds):
                 calls["reused" if record.decision == "reused" else "computed"].append(second)

@@ -3,31 +3,23 @@
 docs/algorithm.md describes what this package implements, section by section.
 """
 
-from .call import GatedCall
 from .config import SeaCacheConfig
-from .distance import rel_l1
 from .extrapolate import ResidualHistory, extrapolate_residual
-from .gate import Decision, SeaCacheGate
 from .replay import replay
-from .sea_filter import GainCache, sea_filter_float32
-from .schedule import RunSchedule, validate_window
-from .session import SeaCacheSession
+from .run import Call, SeaCacheRun
+from .sea_filter import GainCache, item_distances, sea_filter_float32
 from .stats import RunStats, StepRecord
 
 __all__ = [
-    "Decision",
+    "Call",
     "GainCache",
-    "GatedCall",
     "ResidualHistory",
-    "RunSchedule",
     "RunStats",
     "SeaCacheConfig",
-    "SeaCacheGate",
-    "SeaCacheSession",
+    "SeaCacheRun",
     "StepRecord",
     "extrapolate_residual",
-    "rel_l1",
+    "item_distances",
     "replay",
     "sea_filter_float32",
-    "validate_window",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .indicator import GATES
+from .sea_filter import GATES
 
 RESIDUAL_STORAGES = ("compute", "cpu")
 
@@ -54,18 +54,18 @@ class SeaCacheConfig:
             What the gate accumulates: `"sea"` the paper's distance between consecutive latents, each
             SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
             current step's sigma, which leaves out the filter's own change along the schedule (see
-            `seacache_core.indicator`).
+            `seacache_core.sea_filter`).
         sound_weight (`float`, defaults to `1.0`):
-            For audio-video calls whose host passes the sound latent (`SeaCacheSession.start_call(..., sound=)`): the
+            For audio-video calls whose host passes the sound latent (`SeaCacheRun.decide(..., sound=)`): the
             gate's distance is `(video + sound_weight * sound) / (1 + sound_weight)`, the sound's distance taken on
-            the sound latent filtered along its time axis at the current sigma (`indicator.WithSound`). `0` reads
+            the sound latent filtered along its time axis at the current sigma (`sea_filter.Indicator`). `0` reads
             the video only. Calls without a sound latent are unaffected. On the trained audio-video proxy the joint
             gate (weight 1) lowered the sound's error at equal speed without raising the video's (docs/quality.md,
             Sound).
         speedup (`float`, defaults to `0.0`):
-            Target stack speedup of the run (calls / ran, >= 1). `0` is off: `threshold` decides. Otherwise a
-            controller sets the threshold at every step so that the run reaches this speedup by its end
-            (`seacache_core.speed`); `threshold` is then unused.
+            Target stack speedup of the run (calls / ran). From 1 on, a controller sets the threshold at every
+            step so that the run reaches this speedup by its end (`seacache_core.speed`) and `threshold` is unused;
+            below 1 (`0` by default) no speedup is asked for and `threshold` decides.
     """
 
     threshold: float = 0.13
@@ -107,14 +107,14 @@ class SeaCacheConfig:
         if not _is_number(self.sound_weight) or not math.isfinite(self.sound_weight) or self.sound_weight < 0:
             raise ValueError(f"sound_weight must be a finite number >= 0 (0 = the gate reads the video only), "
                              f"got {self.sound_weight!r}")
-        if not _is_number(self.speedup) or not (self.speedup == 0 or 1 <= self.speedup <= 100):
-            raise ValueError(f"speedup must be 0 (off: the threshold decides) or a number in 1..100, got {self.speedup!r}")
+        if not _is_number(self.speedup) or not 0 <= self.speedup <= 100:
+            raise ValueError(f"speedup must be a number in 0..100 (below 1: off, the threshold decides), "
+                             f"got {self.speedup!r}")
 
-    def resolve_power(self, frames: int) -> float:
-        """Filter exponent for a latent of `frames` frames: the configured one, else 3 (video) or 2 (image)."""
-        if self.power is not None:
-            return float(self.power)
-        return 3.0 if frames > 1 else 2.0
+    @property
+    def speed_target(self) -> float | None:
+        """The run's target speedup, None when the threshold decides (``speedup`` below 1)."""
+        return float(self.speedup) if self.speedup >= 1 else None
 
     def history_bytes(self, residual_numel: int, element_size: int) -> int:
         """Compute-device bytes one branch's residual history holds at most: `order + 1` residuals of

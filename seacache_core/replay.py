@@ -6,9 +6,8 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from .call import GatedCall
 from .config import SeaCacheConfig
-from .gate import SeaCacheGate
+from .run import SeaCacheRun
 from .stats import RunStats
 
 
@@ -22,8 +21,8 @@ def replay(
 
     `latents_by_step[i]` is the latent the model saw at step i, batched in the order of `keys` ([len(keys),
     C, T, H, W] or [len(keys), C, H, W]); a batch of 1 is seen by every key (the usual CFG case, where cond
-    and uncond get the same noisy latent). `sigmas[i]` is the sigma of step i (a trailing final sigma, as
-    ComfyUI's schedules have, is ignored). The run has `len(latents_by_step)` steps.
+    and uncond get the same noisy latent). `sigmas[i]` is the sigma of step i; the run has `len(latents_by_step)`
+    steps (a trailing final sigma, as ComfyUI's schedules have, is ignored; without one the schedule ends at 0).
 
     No model runs, so there is no real residual: each computed call commits a zero placeholder of shape
     [len(keys), 1], which only serves to make the residual history non-empty; the decisions depend on the
@@ -34,13 +33,14 @@ def replay(
     num_steps = len(latents_by_step)
     if len(sigmas) < num_steps:
         raise ValueError(f"got {len(sigmas)} sigmas for {num_steps} steps")
-    gate = SeaCacheGate(config)
-    for step, latent in enumerate(latents_by_step):
+    schedule = [float(s) for s in sigmas[:num_steps]] + [0.0]
+    run = SeaCacheRun(config, schedule)
+    for latent in latents_by_step:
         if latent.shape[0] == 1 and len(keys) > 1:
             latent = latent.expand(len(keys), *latent.shape[1:])
         placeholder = torch.zeros(len(keys), 1, device=latent.device)
-        call = GatedCall(gate, gate.decide(keys, latent, float(sigmas[step]), step, num_steps))
+        call = run.decide(latent, schedule[run.stats.calls], keys)
         if call.predict(placeholder) is None:
             call.commit(placeholder)
-    gate.release()
-    return gate.stats
+    run.release()
+    return run.stats

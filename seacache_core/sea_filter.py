@@ -1,4 +1,17 @@
-"""The SEA filter (docs/algorithm.md §3): a Wiener low-pass keeping what a noisy latent holds of its content."""
+"""What the gate measures (docs/algorithm.md §3-4): the SEA filter, a Wiener low-pass keeping what a noisy latent
+holds of its content, and the relative L1 distance between consecutive steps' views of the latent.
+
+The paper's gate (``"sea"``) filters each step's latent at that step's sigma and compares it with the previous
+step's view, which was filtered at the previous sigma. The difference holds two parts:
+
+    F_t(x_t) - F_{t-1}(x_{t-1}) = F_t(x_t - x_{t-1}) + (F_t - F_{t-1})(x_{t-1})
+
+the change of the latent seen through the filter, and the change of the filter itself, which the schedule alone
+decides. Near sigma 1 the filter's pass band moves fast, so the second part is large exactly where a strongly
+shifted schedule barely moves the latent, and the accumulated distance forces computes early. ``"sea_same_sigma"``
+removes the schedule's part: both latents go through the current step's filter. At the last steps, where sigma
+moves the filter little, both gates agree.
+"""
 
 from __future__ import annotations
 
@@ -8,84 +21,18 @@ from collections.abc import Sequence
 
 import torch
 
+GATES = ("sea", "sea_same_sigma")
 SIGMA_MIN = 1e-6
+SOUND_FILTER_POWER = 1.0
+"""Exponent of the 1-D prior that filters a sound latent along its time axis (dim 2) in the joint gate."""
 _EPS = 1e-16
 
-
-def _clamp_sigma(sigma: float) -> float:
-    sigma = float(sigma)
-    if not math.isfinite(sigma):
-        raise ValueError(f"sigma must be finite, got {sigma!r}")
-    return min(max(sigma, SIGMA_MIN), 1.0 - SIGMA_MIN)
-
-
-def _check(shape: Sequence[int], power: float) -> None:
-    if not shape or any(int(n) < 1 for n in shape):
-        raise ValueError(f"shape must be a non-empty sequence of positive lengths, got {tuple(shape)!r}")
-    if not math.isfinite(power) or power <= 0:
-        raise ValueError(f"power must be a finite number > 0, got {power!r}")
-
-
-def _prior(n: int, power: float) -> torch.Tensor:
-    """The signal prior 1 / (|f|^power + eps) over the n FFT bins of one axis (float64, on the host)."""
-    return 1.0 / (torch.fft.fftfreq(int(n), dtype=torch.float64).abs() ** power + _EPS)
-
-
-def _wiener(priors: Sequence[torch.Tensor], b) -> list[torch.Tensor]:
-    """Per-axis Wiener gains at clamped noise level ``b`` (a float, or a float64 tensor on the priors' device),
-    each divided by its own mean so that their product has mean 1. The same float64 operations either way."""
-    a = 1.0 - b
-    gains = []
-    for prior in priors:
-        gain = a * prior / (a * a * prior + b * b + _EPS)
-        gains.append(gain / gain.mean())
-    return gains
-
-
-def _axis_gains(shape: Sequence[int], sigma: float, power: float) -> list[torch.Tensor]:
-    """Per-axis Wiener gains (float64), each divided by its own mean so that their product has mean 1."""
-    _check(shape, power)
-    return _wiener([_prior(n, power) for n in shape], _clamp_sigma(sigma))
-
-
-def _outer(factors: Sequence[torch.Tensor], device) -> torch.Tensor:
-    """Separable product of 1-D factors as a float32 grid on `device` (None: where the factors are)."""
-    grid = factors[0]
-    for factor in factors[1:]:
-        grid = grid.unsqueeze(-1) * factor
-    grid = grid.to(torch.float32)
-    return grid if device is None else _to_device(grid, device)
-
-
-def _rfft_gain(shape: Sequence[int], sigma: float, power: float, device) -> torch.Tensor:
-    """The SEA gain over axes of lengths `shape`, as it multiplies an rfftn spectrum (float32, mean 1 over the
-    full grid): the last axis keeps its first n // 2 + 1 bins.
-
-    Exact because every factor is even in f, so the dropped bins mirror the kept ones. The gain depends only on
-    (shape, sigma, power), which is why one build per step serves every batch item and channel.
-    """
-    factors = _axis_gains(shape, sigma, power)
-    factors[-1] = factors[-1][: int(shape[-1]) // 2 + 1]
-    return _outer(factors, device)
-
-
-def _to_device(tensor: torch.Tensor, device) -> torch.Tensor:
-    """``tensor`` on `device` (to a GPU from pinned memory without a host wait: a copy from pageable memory would
-    wait for the GPU's queue)."""
-    if device is not None and torch.device(device).type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
-
-
 class GainCache:
-    """Per-run cache of rfft gains keyed by (filtered shape, sigma, power, device), for sigmas the host knows.
-
-    `builds` counts the gains built for host sigmas, so a test or benchmark can show that a step builds its gain once
-    whatever the batch size. Only the `max_entries` most recently used gains are kept (a run needs one per step).
-    A sigma that lives on the device (no host read) builds its gain there from axis priors kept per (length, power,
-    device): a few elementwise operations on the axis lengths, no transfer and no host wait (not counted in
-    `builds`: it is built on every call).
-    """
+    """Per-run cache of the SEA gain as it multiplies an rfftn spectrum. A host sigma's gain is built on the host once
+    per (axis lengths, sigma, power, device) and kept for the ``max_entries`` most recent keys (a run needs one per
+    step; ``builds`` counts them, so a test can show one build per step whatever the batch). A sigma that lives on the
+    device (no host read) gets its gain built there on every call from axis priors kept per (length, power, device):
+    a few elementwise operations, no transfer, no host wait."""
 
     def __init__(self, max_entries: int = 4) -> None:
         if max_entries < 1:
@@ -96,35 +43,45 @@ class GainCache:
         self._priors: dict[tuple, torch.Tensor] = {}
 
     def rfft_gain(self, shape: Sequence[int], sigma: float | torch.Tensor, power: float, device) -> torch.Tensor:
-        """The rfft half of the gain for these axis lengths, built on first use and then served from the cache;
-        for a tensor `sigma` (one value, on `device`) built on the device from the cached priors."""
-        if isinstance(sigma, torch.Tensor):
-            return self._device_gain(shape, sigma, power, device)
-        key = (tuple(int(n) for n in shape), float(sigma), float(power), torch.device(device))
-        gain = self._gains.get(key)
-        if gain is None:
-            gain = _rfft_gain(*key)
-            self.builds += 1
-            self._gains[key] = gain
-            while len(self._gains) > self.max_entries:
-                self._gains.popitem(last=False)
+        """The gain for axes of lengths ``shape`` at ``sigma`` (a float, or a one-value tensor on ``device``),
+        float32 on ``device``, mean 1 over the full grid: per axis the Wiener gain ``a p / (a^2 p + b^2)`` of the
+        signal prior ``p = 1 / (|f|^power + eps)`` at clamped noise level ``b = sigma`` (``a = 1 - b``), over its own
+        mean, multiplied out separably; the last axis keeps its first ``n // 2 + 1`` bins, exact because every
+        factor is even in f. It depends only on (shape, sigma, power): one build serves every item and channel."""
+        if not shape or any(int(n) < 1 for n in shape):
+            raise ValueError(f"shape must be a non-empty sequence of positive lengths, got {tuple(shape)!r}")
+        if not math.isfinite(power) or power <= 0:
+            raise ValueError(f"power must be a finite number > 0, got {power!r}")
+        device, on_device = torch.device(device), isinstance(sigma, torch.Tensor)
+        if on_device:
+            where, b = device, sigma.to(device=device, dtype=torch.float64).reshape(()).clamp(SIGMA_MIN, 1.0 - SIGMA_MIN)
         else:
-            self._gains.move_to_end(key)
-        return gain
-
-    def _device_gain(self, shape: Sequence[int], sigma: torch.Tensor, power: float, device) -> torch.Tensor:
-        _check(shape, power)
-        device = torch.device(device)
-        priors = []
-        for n in shape:
-            key = (int(n), float(power), device)
-            if key not in self._priors:
-                self._priors[key] = _to_device(_prior(n, power), device)
-            priors.append(self._priors[key])
-        b = sigma.to(device=device, dtype=torch.float64).reshape(()).clamp(SIGMA_MIN, 1.0 - SIGMA_MIN)
-        factors = _wiener(priors, b)
-        factors[-1] = factors[-1][: int(shape[-1]) // 2 + 1]
-        return _outer(factors, None)
+            if not math.isfinite(float(sigma)):
+                raise ValueError(f"sigma must be finite, got {sigma!r}")
+            key = (tuple(int(n) for n in shape), float(sigma), float(power), device)
+            if key in self._gains:
+                self._gains.move_to_end(key)
+                return self._gains[key]
+            where, b = torch.device("cpu"), min(max(float(sigma), SIGMA_MIN), 1.0 - SIGMA_MIN)
+        a, grid = 1.0 - b, None
+        for axis, n in enumerate(shape):
+            prior = self._priors.get((int(n), float(power), where))
+            if prior is None:
+                prior = 1.0 / (torch.fft.fftfreq(int(n), dtype=torch.float64).abs() ** power + _EPS)
+                prior = self._priors[(int(n), float(power), where)] = _to_device(prior, where)
+            gain = a * prior / (a * a * prior + b * b + _EPS)
+            gain = gain / gain.mean()
+            if axis == len(shape) - 1:
+                gain = gain[: int(n) // 2 + 1]
+            grid = gain if grid is None else grid.unsqueeze(-1) * gain
+        grid = grid.to(torch.float32)
+        if on_device:
+            return grid
+        grid = self._gains[key] = _to_device(grid, device)
+        self.builds += 1
+        while len(self._gains) > self.max_entries:
+            self._gains.popitem(last=False)
+        return grid
 
     def clear(self) -> None:
         """Drop every cached gain and prior (the build count is kept)."""
@@ -132,15 +89,12 @@ class GainCache:
         self._priors.clear()
 
 
-def _filter_axes(ndim: int, dims: Sequence[int]) -> list[int]:
-    axes = []
-    for d in dims:
-        if not -ndim <= d < ndim:
-            raise ValueError(f"dims {tuple(dims)!r} out of range for a {ndim}-D latent")
-        axes.append(d % ndim)
-    if not axes or len(set(axes)) != len(axes):
-        raise ValueError(f"dims must name distinct axes, got {tuple(dims)!r}")
-    return sorted(axes)
+def _to_device(tensor: torch.Tensor, device) -> torch.Tensor:
+    """``tensor`` on ``device`` (to a GPU from pinned memory without a host wait: a copy from pageable memory would
+    wait for the GPU's queue)."""
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def sea_filter_float32(
@@ -150,21 +104,17 @@ def sea_filter_float32(
     dims: Sequence[int] = (-3, -2, -1),
     cache: GainCache | None = None,
 ) -> torch.Tensor:
-    """SEA-filtered `latent` in float32 (the gate keeps indicators at this precision whatever the model dtype).
+    """SEA-filtered ``latent`` in float32 (the gate keeps its views at this precision whatever the model dtype).
 
-    One rfftn/irfftn pair over `dims` (time, height, width) for the whole tensor, run on the float32 upcast
-    whatever the input dtype; every other axis (batch, channels) is filtered independently with the same gain,
-    so channels are never mixed. Pass a `GainCache` to reuse the gain across calls at the same sigma. `sigma` may be
-    a one-value tensor on the latent's device: the gain is then built there, without a host read.
-    """
-    axes = _filter_axes(latent.ndim, dims)
+    One rfftn/irfftn pair over ``dims`` (time, height, width) for the whole tensor, on the float32 upcast; every
+    other axis (batch, channels) is filtered independently with the same gain, so channels are never mixed.
+    ``cache`` reuses the gain across calls at the same sigma; ``sigma`` may be a one-value tensor on the latent's
+    device, whose gain is then built there without a host read."""
+    axes = sorted({d % latent.ndim for d in dims if -latent.ndim <= d < latent.ndim})
+    if len(axes) != len(dims) or not axes:
+        raise ValueError(f"dims must name distinct axes of a {latent.ndim}-D latent, got {tuple(dims)!r}")
     lengths = [latent.shape[a] for a in axes]
-    if cache is None and isinstance(sigma, torch.Tensor):
-        cache = GainCache()
-    if cache is None:
-        gain = _rfft_gain(lengths, sigma, power, latent.device)
-    else:
-        gain = cache.rfft_gain(lengths, sigma, power, latent.device)
+    gain = (cache or GainCache()).rfft_gain(lengths, sigma, power, latent.device)
     view = [1] * latent.ndim
     for axis, size in zip(axes, gain.shape):
         view[axis] = size
@@ -172,3 +122,52 @@ def sea_filter_float32(
     spectrum.mul_(gain.view(view))
     return torch.fft.irfftn(spectrum, s=lengths, dim=axes)
 
+
+def item_distances(current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """Per item (dim 0), ``mean|current - previous| / (mean|previous| + 1e-16)`` in float32, without a host sync.
+    All +inf when shape, dtype or device differ, so a changed input always forces a compute."""
+    if current.shape != previous.shape or current.dtype != previous.dtype or current.device != previous.device:
+        return torch.full((current.shape[0],), float("inf"), dtype=torch.float32, device=current.device)
+    cur, prev = current.float().flatten(1), previous.float().flatten(1)
+    return (cur - prev).abs().mean(dim=1) / (prev.abs().mean(dim=1) + _EPS)
+
+
+class Indicator:
+    """The view the gate keeps of a branch's latent and the distance between two views (``gate`` of
+    ``SeaCacheConfig``): ``"sea"`` keeps the latent filtered at its own step's sigma; ``"sea_same_sigma"`` keeps a
+    float32 copy of the raw latent and filters both views at the current sigma (one FFT pair for both). ``at`` is
+    the call's filter, the arguments of :func:`sea_filter_float32` after the tensor: (sigma, power, dims, gains).
+
+    With ``sound_weight`` > 0 and a call's sound latent ([B, C, T, ...], time on dim 2), the joint gate of an
+    audio-video model: per item the video view and a float32 copy of the sound latent are kept side by side, and
+    the distance is ``(video + weight * sound) / (1 + weight)``, the sound's taken on both sound latents filtered
+    along time at the current sigma."""
+
+    def __init__(self, gate: str, sound_weight: float = 0.0):
+        self.filter_at_own_sigma = gate == "sea"
+        self.sound_weight = sound_weight
+
+    def observe(self, latent: torch.Tensor, at: tuple, sound: torch.Tensor | None = None):
+        """What the branches keep of this call's latent (float32, a new tensor; [B, ...]) and None; with a sound
+        latent, the video's and the sound's views flattened per item and joined, and their shapes."""
+        video = sea_filter_float32(latent, *at) if self.filter_at_own_sigma else latent.detach().to(torch.float32, copy=True)
+        if sound is None or self.sound_weight <= 0:
+            return video, None
+        shapes = (video.shape[1:], sound.shape[1:])
+        return torch.cat((video.flatten(1), sound.detach().float().flatten(1)), 1), shapes
+
+    def distances(self, current: torch.Tensor, previous: torch.Tensor, at: tuple, shapes=None) -> torch.Tensor:
+        """Per-item distance of this call's view to the previous one, without a host sync (``shapes``: those
+        :meth:`observe` gave with a sound latent). [B]"""
+        if current.shape != previous.shape or current.device != previous.device:
+            return item_distances(current, previous)  # +inf: a changed input computes
+        if shapes is not None:
+            (video_shape, sound_shape), n, b = shapes, math.prod(shapes[0]), len(current)
+            video = self.distances(current[:, :n].view(b, *video_shape), previous[:, :n].view(b, *video_shape), at)
+            both = torch.cat((current[:, n:], previous[:, n:])).view(2 * b, *sound_shape)
+            both = sea_filter_float32(both, at[0], SOUND_FILTER_POWER, (2,), at[3])
+            return (video + self.sound_weight * item_distances(both[:b], both[b:])) / (1 + self.sound_weight)
+        if self.filter_at_own_sigma:
+            return item_distances(current, previous)
+        both = sea_filter_float32(torch.cat([current, previous]), *at)
+        return item_distances(both[: len(current)], both[len(current):])

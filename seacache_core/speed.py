@@ -2,8 +2,8 @@
 a target speedup (calls / ran) by its end (``SeaCacheConfig.speedup``; docs/algorithm.md §5).
 
 At each free decision (no forced compute) the controller plans the rest of the run: it replays the gate's own rule
-over the remaining steps (warmup, end, max_consecutive and the reuse window force computes exactly as in
-:func:`.branch.forced_reason`), with this step's measured distance and a prediction of the distances ahead, and
+over the remaining steps (warmup, end, max_consecutive and the reuse window force computes by the run's own
+rule, :func:`.run.forced_reason`), with this step's measured distance and a prediction of the distances ahead, and
 takes the lowest threshold whose plan fits the calls left to run. The prediction is feedforward from the schedule:
 each step's log-SNR step ``(s_prev - s) / (s (1 - s))`` in the flow convention, which follows the measured
 distances' shape along the run (large first and last steps) far better than a constant does, scaled by the measured
@@ -53,14 +53,14 @@ class _CallTrack:
 
 
 class SpeedController:
-    """The threshold of each step for a target speedup; one per run, fed by the gate (:meth:`threshold` at a free
-    decision, :meth:`observe` at every commit). ``reuse_allowed(step)`` says whether a step lies in the reuse window
-    (None: everywhere); :meth:`set_schedule` gives the schedule in the flow convention (without it every step is
-    predicted alike)."""
+    """The threshold of each step for a target speedup; one per run, fed by the run (:meth:`threshold` at a free
+    decision, :meth:`observe` at every commit). ``forced(step, consecutive)`` says whether the run's rule computes a
+    later step whatever its distance, after ``consecutive`` reuses in a row; :meth:`set_schedule` gives the schedule
+    in the flow convention (without it every step is predicted alike)."""
 
-    def __init__(self, config, reuse_allowed: Callable[[int], bool] | None = None):
-        self.config, self.target = config, float(config.speedup)
-        self.reuse_allowed = reuse_allowed or (lambda step: True)
+    def __init__(self, config, forced: Callable[[int, int], bool]):
+        self.config, self.target = config, config.speed_target
+        self.forced = forced
         self.shape: list[float] | None = None
         self._tracks: dict[tuple, _CallTrack] = {}
         self.best: float | None = None  # the highest speedup the forced computes allow (known after the first call)
@@ -89,16 +89,6 @@ class SpeedController:
         return [math.exp(base + min(max(slope, 0.0) * (k - last), _MAX_RISE)) * self._shape(k)
                 for k in range(step + 1, num_steps)]
 
-    def _forced(self, step: int, num_steps: int, consecutive: int) -> bool:
-        """Whether the gate's rule computes ``step`` whatever the distance (the order of ``forced_reason``)."""
-        config = self.config
-        return (
-            step < config.warmup_steps
-            or step >= num_steps - config.end_steps
-            or (config.max_consecutive != -1 and consecutive >= config.max_consecutive)
-            or not self.reuse_allowed(step)
-        )
-
     def _plan(self, threshold: float, step: int, num_steps: int, accumulated: float, consecutive: int,
               ahead: list[float]) -> int:
         """Stack runs the gate's rule makes from ``step`` to the end at ``threshold``: ``accumulated`` is this
@@ -106,7 +96,7 @@ class SpeedController:
         ran = 0
         for k in range(step, num_steps):
             if k > step:
-                if self._forced(k, num_steps, consecutive):
+                if self.forced(k, consecutive):
                     ran, accumulated, consecutive = ran + 1, 0.0, 0
                     continue
                 accumulated += ahead[k - step - 1]

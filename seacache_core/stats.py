@@ -67,10 +67,6 @@ class RunStats:
         """Estimated stack speedup calls / ran (1.0 when nothing ran)."""
         return self.calls / self.ran if self.ran else 1.0
 
-    def append(self, record: StepRecord) -> None:
-        """Add the record of one finished call."""
-        self.records.append(record)
-
     def to_dict(self) -> dict:
         """JSON-serialisable form (non-finite distances become None)."""
         return {

@@ -1,4 +1,4 @@
-"""Plain-torch host of a SeaCache session for the native Cosmos3 (the ComfyUI nodes use wrappers instead)."""
+"""Plain-torch host of a SeaCache run for the native Cosmos3 (the ComfyUI nodes use wrappers instead)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ BRANCHES = ("cond", "uncond")
 
 
 class SeaCachedCosmos3:
-    """Installed as a model's ``call_gen_stack``: routes the generator stack through ``session`` (a plain call
-    without one); a call carries the cond and uncond items batched, in that order, and the gate reads its sound
+    """Installed as a model's ``call_gen_stack``: routes the generator stack through the ``session`` (a
+    ``seacache_core.SeaCacheRun``; a plain call without one); a call carries the cond and uncond items batched, in that order, and the gate reads its sound
     latent too when it has one."""
 
     def __init__(self, model, session=None):

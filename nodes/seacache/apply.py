@@ -3,22 +3,19 @@ family lives in :mod:`.seams`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import comfy.patcher_extension
 from comfy_api.latest import io
 
-from ...seacache_core import SeaCacheConfig, validate_window
+from ...seacache_core import SeaCacheConfig
 from .composition import refuse_other_caches
-from .runtime import (
-    SETTINGS_OPTION,
-    SeaCacheSettings,
-    count_history_in_memory_estimate,
-    gate_model_call,
-    outer_sample_wrapper,
-)
-from .seams import WRAPPER_KEY, remove_seacache, select_seam
-from .sampling import flow_scale_and_sigma
+from .estimate import count_history_in_memory_estimate
+from .hooks import gate_model_call, outer_sample_wrapper, schedule_in_flow
+from .seams import remove_seacache, select_seam
+from .seams.base import WRAPPER_KEY
+from .settings import SETTINGS_OPTION, SeaCacheSettings
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 STORAGE_CHOICES = {"compute device": "compute", "cpu": "cpu"}
@@ -44,8 +41,8 @@ def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     seam = select_seam(patched, patched.model_options)
     seam.detach(patched)
     if auto_order:
-        settings.config.order = seam.auto_order
-    flow_scale_and_sigma(patched.model.model_sampling, 0.5)  # rejects sampling types that are no noise schedule
+        settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, order=seam.auto_order))
+    schedule_in_flow(patched.model.model_sampling, [0.5])  # rejects sampling types that are no noise schedule
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
     for wrapper_type, wrapper in (
         (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),
@@ -91,7 +88,6 @@ class SeaCacheApply(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate=choice_label(GATE_CHOICES, GATE_BEFORE_INPUT), speedup=DEFAULTS.speedup):
-        validate_window(start_percent, end_percent)
         config = SeaCacheConfig(
             threshold=threshold,
             order=1 if residual_order == "auto" else int(residual_order),

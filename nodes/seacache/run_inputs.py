@@ -1,22 +1,77 @@
 """Run-start checks of what ComfyUI's sampler hands SeaCache (the arguments of ``CFGGuider.outer_sample``): the
-latent the gate will see, latent and noise finite, the sigma schedule. The checks themselves are
-:mod:`seacache_core.run_inputs`; this module only finds their inputs in the sampler's arguments."""
+latent's rank, that latent and noise are finite, and the sigma schedule. Each failure is a ValueError naming the
+problem and the fix, raised before the first model call, so none of them can surface in the middle of sampling
+(docs/algorithm.md §8)."""
 
 from __future__ import annotations
 
-from ...seacache_core.run_inputs import refuse_bad_schedule, refuse_latent_rank, refuse_non_finite
+import math
+from collections.abc import Sequence
+
+import torch
 
 OUTER_SAMPLE_ARGS = ("noise", "latent_image", "sampler", "sigmas", "denoise_mask", "callback", "disable_pbar", "seed",
                      "latent_shapes")
+SHAPES = "[B, C, H, W] (image) or [B, C, T, H, W] (video)"
 
 
-def refuse_bad_run_inputs(args: tuple, kwargs: dict) -> None:
+def refuse_latent_rank(shape: Sequence[int]) -> None:
+    """ValueError unless the latent the gate will see is 4-D or 5-D: the SEA filter weighs spatial (and temporal)
+    frequencies, which a 1-D latent (an audio model's [B, C, L]) does not have."""
+    if len(shape) not in (4, 5):
+        raise ValueError(
+            f"SeaCache Apply serves image and video models, whose latents are {SHAPES}; this run's latent has shape "
+            f"{tuple(shape)} (an audio model's [B, C, L] looks like this), which the SEA filter cannot weigh. Connect "
+            f"this sampler to the MODEL without SeaCache Apply."
+        )
+
+
+def refuse_non_finite(tensors: dict[str, torch.Tensor]) -> None:
+    """ValueError naming each of ``tensors`` (name -> tensor) that holds NaN or Inf; one host read for all of them."""
+    names = list(tensors)
+    if not names:
+        return
+    device = tensors[names[0]].device
+    finite = torch.stack([torch.isfinite(t).all().to(device) for t in tensors.values()]).tolist()
+    bad = [name for name, ok in zip(names, finite) if not ok]
+    if bad:
+        raise ValueError(
+            f"The {' and the '.join(bad)} given to the sampler hold NaN or Inf, so every step would be NaN and "
+            f"SeaCache's distances meaningless. Check the node that made it (a VAE encode in the wrong precision, "
+            f"a latent from a failed run, a custom noise or latent node) and feed a finite latent."
+        )
+
+
+def refuse_bad_schedule(sigmas: Sequence[float]) -> None:
+    """ValueError for a sigma schedule with NaN/Inf or one that rises anywhere: SeaCache maps each call to its step by
+    sigma and extrapolates along a falling schedule. Equal neighbours are allowed (a schedule may hold its last value);
+    samplers that restart inside a run (restart sampling) get the falling schedule here and go back up inside the
+    sampler, which the gate handles as calls off the schedule or as resets."""
+    values = [float(s) for s in sigmas]
+    if not all(math.isfinite(s) for s in values):
+        raise ValueError(
+            f"The sigma schedule holds NaN or Inf ({values}). Check the scheduler node or the SIGMAS input that "
+            f"built it; every sigma must be a finite number."
+        )
+    rises = [i for i in range(1, len(values)) if values[i] > values[i - 1]]
+    if rises:
+        i = rises[0]
+        raise ValueError(
+            f"SeaCache needs a falling sigma schedule, but sigma rises from {values[i - 1]:g} to {values[i]:g} at "
+            f"step {i} of {values}. Fix the SIGMAS input (a node that joins or edits schedules), or, for unsampling "
+            f"and inversion (FlipSigmas), connect that sampler to the MODEL without SeaCache Apply."
+        )
+
+
+def refuse_bad_run_inputs(args: tuple, kwargs: dict) -> tuple[torch.Tensor, int]:
     """ValueError, before any model call, for a latent that is not an image or video latent, NaN/Inf in the latent,
-    the noise or the sigmas, or a sigma schedule that rises. The gate decides on the first stream of an audio-video
-    latent packed by ComfyUI (``latent_shapes``, as :func:`.sampling.av_streams` unpacks it), else on the
-    latent itself."""
+    the noise or the sigmas, or a sigma schedule that rises; else the run's sigmas and the channel count of the
+    latent the gate decides on: the first stream of an audio-video latent packed by ComfyUI (``latent_shapes``), else
+    the latent itself."""
     given = {**dict(zip(OUTER_SAMPLE_ARGS, args)), **kwargs}
     latent, shapes = given["latent_image"], given.get("latent_shapes")
-    refuse_latent_rank(tuple(shapes[0]) if shapes is not None and len(shapes) > 1 else tuple(latent.shape))
+    gated = tuple(shapes[0]) if shapes is not None and len(shapes) > 1 else tuple(latent.shape)
+    refuse_latent_rank(gated)
     refuse_bad_schedule(given["sigmas"].flatten().tolist())
     refuse_non_finite({"input latent": latent, "noise": given["noise"]})
+    return given["sigmas"], int(gated[1])

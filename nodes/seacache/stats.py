@@ -9,7 +9,7 @@ import torch
 
 from comfy_api.latest import io
 
-from .runtime import SETTINGS_OPTION
+from .settings import SETTINGS_OPTION
 from .chart import frontend_report, render_timeline, summary_text
 
 

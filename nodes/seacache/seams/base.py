@@ -1,12 +1,11 @@
-"""The seam contract: what every seam provides to the SeaCache runtime (:mod:`..runtime`), where the skippable
-stack begins and ends inside the model and how to run it, and what of a gated call a seam may touch
-(:class:`SeamCall`). Deciding, predicting and committing are the core's (``seacache_core.GatedCall``)."""
+"""The seam contract: what every seam provides to SeaCache's wrappers (:mod:`..hooks`), where the skippable stack
+begins and ends inside the model and how to run it, and what of a gated call a seam may touch (:class:`SeamCall`).
+Deciding, predicting and committing are the core's (``seacache_core.Call``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -14,11 +13,13 @@ import torch
 
 WRAPPER_KEY = "seacache"
 """Key under which SeaCache registers its wrappers on a MODEL clone (``add_wrapper_with_key``)."""
-
-
-def no_binding(base_model, call):
-    """For seams the call's ``transformer_options`` reach: nothing to bind."""
-    return nullcontext()
+RUN_OPTION = "seacache_run"
+"""transformer_options key holding the sampling run (``nodes.seacache.hooks.SamplingRun``) during sampling."""
+CALL_OPTION = "seacache_call"
+"""transformer_options key under which the current model call's :class:`SeamCall` reaches the seam."""
+WINDOWED_STEP_OPTION = "seacache_windowed_step"
+"""transformer_options key holding the step gated as one call over moving context windows
+(``.context_windows.WindowedStep``), whose windows' model calls each get their own :class:`SeamCall`."""
 
 
 def latent_numel(diffusion_model, input_shape) -> int:
@@ -36,11 +37,10 @@ def no_attach(patched) -> None:
 
 class SeamCall(Protocol):
     """All a seam may touch of a gated call: enter the stack with its input (the output to use instead of running
-    it on a reused call, else None), leave it with the computed output, and read whether the call reuses and how
-    many channels the sampler's latent has; run any other SeaCache step inside the model through ``guarded`` (a
-    failure there falls back to the whole computation). A seam keeps any scratch state of its own (see ``block_stack``)."""
+    it on a reused call, else None), leave it with the computed output, and read whether the call reuses; run any
+    other SeaCache step inside the model through ``guarded`` (a failure there falls back to the whole computation).
+    A seam keeps any scratch state of its own (see ``block_stack``)."""
 
-    latent_channels: int
     reusing: bool | None
 
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None: ...
@@ -58,7 +58,7 @@ class Seam:
     itself (object patches, inert outside a gated call). ``enter_run(model_options)`` registers the seam's run-time hooks in the
     run's private model options, at run start when every patch of the final MODEL is known (block-stack seams wrap
     the block patches other nodes added). ``bind(base_model, call)`` is a context manager that hands the call (a
-    :class:`SeamCall`) to seams the call's ``transformer_options`` do not reach. ``detach(patched)`` removes what
+    :class:`SeamCall`) to seams the call's ``transformer_options`` do not reach (None: they do). ``detach(patched)`` removes what
     ``attach`` added (an earlier SeaCache Apply on the same clone). ``residual_numel(diffusion_model, input_shape)`` is the
     element count of one item's residual, for the memory estimate. ``auto_order`` is the residual order SeaCache
     Apply's "auto" picks: 2 where it was measured better (the Cosmos3 architecture, README Quality), vLLM-Omni's 1
@@ -67,7 +67,7 @@ class Seam:
     name: str
     residual_numel: Callable[[object, tuple], int] = latent_numel
     enter_run: Callable[[dict], None] = no_run_patches
-    bind: Callable = no_binding
+    bind: Callable | None = None
     attach: Callable[[object], None] = no_attach
     detach: Callable[[object], None] = no_attach
     auto_order: int = 1

@@ -30,8 +30,7 @@ import math
 import comfy.patcher_extension
 import torch
 
-from ..call import CALL_OPTION
-from .base import WRAPPER_KEY, Seam, SeamCall
+from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
 #                          the image patch embedding, whose shape gives the residual's tokens and width)

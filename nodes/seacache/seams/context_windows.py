@@ -9,7 +9,7 @@ the handler sliced them: the window's ``index_list``, after the causal anchor fr
 handler's retained latent frames in their own places. On a reused step every window's stack adds
 the extrapolated residual of its frames and no block runs; on a computed step the windows' residuals are averaged
 per frame into the step's residual. Static schedules (the same windows every step) need none of this: each window is
-a branch of its own (``SeaCacheRun.branch_keys``).
+a branch of its own (``SamplingRun.branch_keys``).
 
 The run's context handler is replaced, in the run's private model options, by :class:`GatedContextHandler`, which
 delegates everything to it and gates ``execute``.
@@ -21,17 +21,11 @@ from dataclasses import replace
 
 import torch
 
-from ....seacache_core import GatedCall
-from ..call import CALL_OPTION, RUN_OPTION, Guarded, branch_key
-from .base import Seam
+from ....seacache_core import Call
+from .base import RUN_OPTION, WINDOWED_STEP_OPTION, Seam
 
 HANDLER = "context_handler"
 STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedules whose windows never move
-
-
-def _branch_key(index: int, item: int) -> str:
-    """Branch of one conditioning list of ``calc_cond_batch`` (0 cond, 1 uncond, further lists by index)."""
-    return branch_key(("cond0", "uncond0")[index] if index < 2 else f"cond{index}", item)
 
 
 def _frames_of(window, handler, x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
@@ -69,10 +63,11 @@ def _like(per_frame: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return per_frame.reshape(like.shape)
 
 
-class WindowedStep(Guarded):
-    """One step's gated call spread over its context windows; its windows' seam steps run through :meth:`guarded`."""
+class WindowedStep:
+    """One step's gated call spread over its context windows; SeaCache's steps inside the windows' model calls run
+    through the call's guard (``Call.guarded``)."""
 
-    def __init__(self, call: GatedCall, handler, full: torch.Tensor, active: list[int]):
+    def __init__(self, call: Call, handler, full: torch.Tensor, active: list[int]):
         self.call, self.handler, self.full, self.active = call, handler, full, active
         self.reusing: bool | None = None  # decided at the first window's stack entry
         self.predicted: torch.Tensor | None = None  # [items, frames, features] on a reused step
@@ -91,7 +86,7 @@ class WindowedStep(Guarded):
             return None
         batch = self.full.shape[0]
         rows = [self.active.index(c) * batch + item % batch for c in chunks for item in range(per_chunk)]
-        return WindowView(self, rows, frames, x.shape[1])
+        return WindowView(self, rows, frames)
 
     def start(self, stack_in: torch.Tensor, frames: int) -> bool:
         """Whether this step reuses, decided once: the extrapolated residual of every item and frame when the gate
@@ -100,7 +95,7 @@ class WindowedStep(Guarded):
             self.reusing = False
             features = _per_frame(stack_in[:1], frames).shape[2]
             items, full_frames = len(self.active) * self.full.shape[0], self.full.shape[2]
-            if self.call.decision.reuse:
+            if self.call.reuse:
                 predicted = self.call.predict(stack_in.new_empty((items, full_frames * features)))
                 if predicted is not None:
                     self.reusing = True
@@ -119,7 +114,8 @@ class WindowedStep(Guarded):
     def finish(self) -> None:
         """After every window: commit the step's residual (each frame's windows averaged) on a computed step whose
         windows all passed the seam and covered every frame."""
-        if self.reusing or self.total is None or self.missed or self.failure is not None or bool((self.count == 0).any()):
+        if self.reusing or self.total is None or self.missed or self.call.failure is not None \
+                or bool((self.count == 0).any()):
             return
         self.call.commit((self.total / self.count).reshape(self.total.shape[0], -1))
 
@@ -127,15 +123,15 @@ class WindowedStep(Guarded):
 class WindowView:
     """What one window's model call sees as its gated call (the seam contract, :class:`.base.SeamCall`)."""
 
-    def __init__(self, step: WindowedStep, rows: list[int], frames: list[int], latent_channels: int):
-        self.step, self.rows, self.frames, self.latent_channels = step, rows, frames, latent_channels
+    def __init__(self, step: WindowedStep, rows: list[int], frames: list[int]):
+        self.step, self.rows, self.frames = step, rows, frames
         self.reusing: bool | None = None
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
     def guarded(self, step, *args):
-        """SeaCache's step inside the window's model call, guarded by the step's call (:class:`.call.Guarded`)."""
-        return self.step.guarded(step, *args)
+        """SeaCache's step inside the window's model call, guarded by the step's call."""
+        return self.step.call.guarded(step, *args)
 
     def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
         """The window's stack output on a reused step (its frames of the extrapolated residual), else None (also
@@ -177,18 +173,20 @@ class GatedContextHandler:
         """Every window evaluated as usual, their stacks gated as one call per step."""
         options = model_options.get("transformer_options", {})
         run = options.get(RUN_OPTION)
-        if run is None or CALL_OPTION in options or run.is_guidance_call(options):
+        if run is None or WINDOWED_STEP_OPTION in options or run.is_guidance_call(options):
             return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
         active = [i for i, cond in enumerate(conds) if cond is not None]
-        keys = [_branch_key(i, item) for i in active for item in range(x_in.shape[0])]
-        call = run.start_call_or_stop(options, model, torch.cat([x_in] * len(active)), timestep, keys)
+        with run.lock:  # one branch per conditioning list and item, named as the sampler's calls name theirs
+            keys = run.branch_keys({"cond_or_uncond": active, "uuids": [("conditioning list", i) for i in active]},
+                                   len(active) * x_in.shape[0])
+        call = run.start_call(options, model, torch.cat([x_in] * len(active)), timestep, keys)
         if call is None:  # SeaCache stopped caching in this run: the step runs whole
             return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
         step = WindowedStep(call, self.handler, x_in, active)
-        inner = {**model_options, "transformer_options": {**options, CALL_OPTION: step}}
+        inner = {**model_options, "transformer_options": {**options, WINDOWED_STEP_OPTION: step}}
         outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
-        step.guarded(step.finish)
-        run.end_call(call, step.failure)
+        call.guarded(step.finish)
+        run.end_call(call)
         return outs
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import comfy.patcher_extension
 
 from ...cosmos3.model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
-from ..call import CALL_OPTION
-from .base import WRAPPER_KEY, Seam, SeamCall
+from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall
 
 NAME = "Cosmos3 generator stack (this pack)"
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ..call import CALL_OPTION
-from .base import WRAPPER_KEY, Seam, SeamCall
+from .base import CALL_OPTION, RUN_OPTION, WRAPPER_KEY, Seam, SeamCall
 
 NAME = "diffusion-model call (output minus input)"
 
@@ -23,10 +22,11 @@ def _options(args, kwargs) -> dict:
 def diffusion_call_seam(executor, x, *args, **kwargs):
     """Skip the whole diffusion model on a reused call; record output minus input on a computed one. A model whose
     output does not match its input latent is not entered (the call runs whole and uncached)."""
-    call: SeamCall | None = _options(args, kwargs).get(CALL_OPTION)
+    options = _options(args, kwargs)
+    call: SeamCall | None = options.get(CALL_OPTION)
     if call is None:
         return executor(x, *args, **kwargs)
-    stack_in = x[:, : call.latent_channels]
+    stack_in = x[:, : options[RUN_OPTION].latent_channels]
     predicted = call.enter(stack_in)
     if predicted is not None:
         return predicted
