@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ...cosmos3.model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
+from ...cosmos3.comfy_model import Cosmos3
+from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
+from ...cosmos3.latent_streams import item_tokens
 from ..call import CALL_OPTION
 from .base import WRAPPER_KEY, Seam, SeamCall
 
