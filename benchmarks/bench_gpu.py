@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # entry point run as a file: the repository root 
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
 from benchmarks.memory_plan import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
-from cosmos3.random_weights import random_model  # noqa: E402
+from seacache_testing.cosmos3_random_weights import random_model  # noqa: E402
 from seacache_core import SeaCacheConfig, SeaCacheRun  # noqa: E402
 from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
 

@@ -113,11 +113,6 @@ class Cosmos3Config:
         sound = 2 * self.sound_dim * h + self.sound_dim + 2 * h if self.sound_gen else 0
         return self.num_hidden_layers * per_layer + top + sound
 
-    @property
-    def kv_groups(self) -> int:
-        """Query heads per key/value head (grouped-query attention)."""
-        return self.num_attention_heads // self.num_key_value_heads
-
     def token_count(self, frames: int, height: int, width: int) -> int:
         """Generator tokens of a latent of the given (T, H, W) size after 2x2 patching."""
         p = self.latent_patch_size

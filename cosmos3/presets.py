@@ -44,11 +44,6 @@ class FamilyMember:
     negative_prompt_asset: bool  # ships assets/negative_prompt.json
     settings: tuple[ReferenceSettings, ...]
 
-    @property
-    def weight_gb_bf16(self) -> float:
-        """Transformer weights in bf16 (2 bytes per parameter), GB; fp8 storage halves it."""
-        return round(self.params_billion * 2, 1)
-
 
 _DIFFUSERS = "diffusers 0.42.1 Cosmos3OmniPipeline defaults (shift: checkpoint scheduler config, 10 at 720p)"
 _NANO_SUPER = (

@@ -153,11 +153,11 @@ def test_attention_overrides_apply_to_cosmos3(tiny):
     out = tiny.sample(patched, steps=2)
     layers = len(tiny.model.model.diffusion_model.layers)
     assert len(calls) == 2 * layers * 2  # 2 steps x layers x 2 items (cond/uncond prompts differ in length)
-    model_module = sys.modules[type(tiny.model.model).__module__]
+    attention_module = sys.modules[tiny.model.model.diffusion_model.attention.__module__]
     cfg = tiny.model.model.diffusion_model.config
     heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-    expected_kv = kv_heads if model_module.COMFY_ATTENTION_HAS_GQA else heads
-    assert calls[0] == (heads, expected_kv, model_module.COMFY_ATTENTION_HAS_GQA)
+    expected_kv = kv_heads if attention_module.COMFY_ATTENTION_HAS_GQA else heads
+    assert calls[0] == (heads, expected_kv, attention_module.COMFY_ATTENTION_HAS_GQA)
     assert torch.allclose(out, tiny.sample(tiny.model, steps=2), atol=1e-5, rtol=1e-5)
 
 

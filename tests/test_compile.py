@@ -15,7 +15,7 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
-from cosmos3.random_weights import random_model
+from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.seacache_host import SeaCachedCosmos3
 from seacache_core import SeaCacheConfig, SeaCacheSession
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
-from cosmos3.random_weights import random_model
+from seacache_testing.cosmos3_random_weights import random_model
 from seacache_core import SeaCacheConfig, SeaCacheSession
 
 pytestmark = [

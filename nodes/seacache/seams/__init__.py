@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ...cosmos3.model import GEN_STACK_WRAPPER
+from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
 from . import block_stack, community_cosmos3, context_windows, cosmos3_stack, diffusion_call
 from .base import WRAPPER_KEY, Seam
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ...cosmos3.model import GEN_STACK_WRAPPER, Cosmos3, item_tokens
+from ...cosmos3.comfy_model import Cosmos3
+from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
+from ...cosmos3.latent_streams import item_tokens
 from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall
 
 NAME = "Cosmos3 generator stack (this pack)"

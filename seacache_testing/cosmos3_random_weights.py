@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from .config import Cosmos3Config
-from .model import Cosmos3Transformer
-from .ops import FP8_DTYPES, CastOps, TorchOps
+from cosmos3.config import Cosmos3Config
+from cosmos3.model import Cosmos3Transformer
+from cosmos3.ops import FP8_DTYPES, CastOps, TorchOps
 
 
 @torch.no_grad()
