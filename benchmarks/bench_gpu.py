@@ -379,8 +379,8 @@ def main() -> None:
                 continue
             text_kv = text_kv_measured(model, tokens)
             plain = sample(model, tokens, noise, sigmas, torch.bfloat16, clock)
-            config = SeaCacheConfig(threshold=0.25, gate="sea", residual_storage=args.residual_storage)
-            cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, config, pattern)
+            cache = SeaCacheConfig(threshold=0.25, gate="sea", residual_storage=args.residual_storage)
+            cached = sample(model, tokens, noise, sigmas, torch.bfloat16, clock, cache, pattern)
             rows.append((f"{w}x{h}x{f}", label, weights, text_kv, plain, cached,
                          activation_bytes(config, 2 * config.token_count(*grid))))
             warnings += print_rows(rows[-1], device)  # now: a run stopped by its time limit keeps what it measured

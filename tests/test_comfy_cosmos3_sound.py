@@ -144,7 +144,7 @@ def test_the_gate_reads_the_sound_stream_with_one_host_read_per_call(av, monkeyp
     as before the joint gate) and the relative L1 distance of its sound latents filtered along time at the call's
     sigma (SeaCacheConfig.sound_weight 1), and the gate still reads the host once per call."""
     from seacache_core import sea_filter_float32
-    from seacache_core.distance import item_distances
+    from seacache_core import item_distances
     from seacache_core.indicator import SOUND_FILTER_POWER
     from seacache_testing.host_transfers import HostReads
 
@@ -164,7 +164,7 @@ def test_the_gate_reads_the_sound_stream_with_one_host_read_per_call(av, monkeyp
         with HostReads() as reads:
             sample_av(av, empty_av(av), model=model, steps=6)
         report = model.model_options["transformer_options"]["seacache_settings"].last_run
-        gate_reads = sum(site.rsplit(":", 1)[0] == "seacache_core/gate.py" for _, site in reads.reads)
+        gate_reads = sum(site.rsplit(":", 1)[0] == "seacache_core/run.py" for _, site in reads.reads)
         assert gate_reads == report["calls"] == len(seen)
         return report
 

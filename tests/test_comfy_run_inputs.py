@@ -149,7 +149,9 @@ def test_every_core_scheduler_gives_a_schedule_that_passes(wan):
     except kl_optimal at 1 step, whose schedule holds NaN (the run would be NaN anyway)."""
     from comfy.samplers import SCHEDULER_NAMES, calculate_sigmas
 
-    from seacache_core.run_inputs import refuse_bad_schedule
+    from seacache_testing.comfyui_harness import import_pack_module
+
+    refuse_bad_schedule = import_pack_module("nodes.seacache.run_inputs").refuse_bad_schedule
 
     model_sampling = wan.get_model_object("model_sampling")
     refused = []

@@ -17,7 +17,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.seacache_host import SeaCachedCosmos3
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 
 CONFIG = Cosmos3Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                        intermediate_size=128, vocab_size=256, rope_axes_dim=(4, 2, 2))
@@ -37,8 +37,7 @@ def run(device: str, backend: str | None):
     tokens = tokens.to(device)
     x = torch.randn(1, 48, 3, 8, 8).to(device)
     sigmas = reference_sigmas(STEPS, 5.0)
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5))
-    session.set_schedule(sigmas)
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5), sigmas)
     model.call_gen_stack = SeaCachedCosmos3(model, session)
     counter = CompileCounterWithBackend(backend) if backend else None
     torch._dynamo.reset()

@@ -17,7 +17,7 @@ import torch
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
 from seacache_testing.cosmos3_random_weights import random_model
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 
 pytestmark = [
     pytest.mark.cuda,
@@ -63,8 +63,6 @@ def sample(model, noise, tokens, dtype, session=None, call=None, steps=STEPS):
     """Euler flow sampling with CFG 6 (cond + uncond batched); returns the final latent (fp32)."""
     sigmas = reference_sigmas(steps, 5.0)
     model.call_gen_stack = Host(model, session)
-    if session is not None:
-        session.set_schedule(sigmas)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
     call = call or model
     x = noise.clone()
@@ -111,7 +109,7 @@ def test_threshold_zero_is_bit_identical_to_uncached():
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=3)
     plain = sample(model, noise, tokens, torch.bfloat16)
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.0))
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.0), reference_sigmas(STEPS, 5.0))
     cached = sample(model, noise, tokens, torch.bfloat16, session)
     assert session.stats.reused == 0 and session.stats.calls == STEPS
     assert torch.equal(cached, plain)
@@ -122,9 +120,9 @@ def test_residual_history_on_cpu_matches_device_history():
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=4)
     results = {}
     for storage in ("compute", "cpu"):
-        session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=100.0, residual_storage=storage))
+        session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0, residual_storage=storage), reference_sigmas(STEPS, 5.0))
         out = sample(model, noise, tokens, torch.bfloat16, session)
-        records = session.gate.branch_state("cond").history.records
+        records = session.states["cond"].history.records
         assert records and all(r.device.type == ("cpu" if storage == "cpu" else DEVICE) for _, r in records)
         results[storage] = (session.stats.reused, out)
     assert results["cpu"][0] > 0
@@ -137,7 +135,7 @@ def test_torch_compile_still_gates(scope):
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.float32, DEVICE, seed=5)
     config = SeaCacheConfig(gate="sea", threshold=0.5)
-    eager_session = SeaCacheSession(config)
+    eager_session = SeaCacheRun(config, reference_sigmas(STEPS, 5.0))
     eager = sample(model, noise, tokens, torch.float32, eager_session)
     torch._dynamo.reset()
     if scope == "model":
@@ -146,7 +144,7 @@ def test_torch_compile_still_gates(scope):
         for layer in model.layers:
             layer.gen_step = torch.compile(layer.gen_step, backend="inductor")
         call = None
-    compiled_session = SeaCacheSession(config)
+    compiled_session = SeaCacheRun(config, reference_sigmas(STEPS, 5.0))
     try:
         compiled = sample(model, noise, tokens, torch.float32, compiled_session, call=call)
     finally:
@@ -183,10 +181,15 @@ def test_no_host_sync_in_the_layer_loop_beyond_the_gate():
         noise.sum().item()  # the debug mode does catch a sync
     sigmas = reference_sigmas(STEPS, 5.0)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=100.0))
-    session.set_schedule(sigmas)
-    gate = session.gate
-    gate.decide, gate.predict, gate.commit = (allow_syncs(f) for f in (gate.decide, gate.predict, gate.commit))
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0), sigmas)
+    decide = allow_syncs(session.decide)
+
+    def decide_allowing_syncs(*args, **kwargs):
+        call = decide(*args, **kwargs)
+        call.predict, call.commit = allow_syncs(call.predict), allow_syncs(call.commit)
+        return call
+
+    session.decide = decide_allowing_syncs
     with torch.no_grad():
         for i in range(STEPS):
             x = noise.to(torch.bfloat16).expand(2, -1, -1, -1, -1)
@@ -213,9 +216,8 @@ def test_host_syncs_per_cached_model_call():
 
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=7)
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, residual_storage="cpu"))
     sigmas = reference_sigmas(STEPS, 5.0)
-    session.set_schedule(sigmas)
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5, residual_storage="cpu"), sigmas)
     model.call_gen_stack = Host(model, session)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
     x, sites = noise.clone(), Counter()

@@ -2,7 +2,7 @@
 
 Each host read of a device value waits for the GPU's queue. Through the plain-torch host
 (``seacache_testing/seacache_host.py``) a call reads once for its sigma and prompt tokens (``cosmos3/model.py``) and once
-for the gate's decision (``seacache_core/gate.py``, the distances of all branches together); the first call has no
+for the gate's decision (``seacache_core/run.py``, the distances of all branches together); the first call has no
 distance to read, and the text pathway reads its prompt lengths once per run. CPU residual storage adds no read:
 its copies go to host buffers allocated once per run (``non_blocking`` on a GPU).
 """
@@ -18,7 +18,7 @@ from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sig
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.host_transfers import HostReads
 from seacache_testing.seacache_host import BRANCHES, SeaCachedCosmos3
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 
 CONFIG = Cosmos3Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                        intermediate_size=128, vocab_size=256, rope_axes_dim=(4, 2, 2))
@@ -34,8 +34,7 @@ def cached_run(storage: str, order: int = 1):
     tokens[1, :7] = torch.randint(0, CONFIG.vocab_size, (7,))
     x = torch.randn(1, 48, 3, 8, 8)
     sigmas = reference_sigmas(STEPS, 5.0)
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, order=order, residual_storage=storage))
-    session.set_schedule(sigmas)
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5, order=order, residual_storage=storage), sigmas)
     model.call_gen_stack = SeaCachedCosmos3(model, session)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
     reads = HostReads()
@@ -64,9 +63,9 @@ def test_the_counter_sees_device_reads_and_not_host_ones():
 def test_one_read_for_the_gate_and_one_for_the_call_per_model_call(storage):
     per_file, session, _ = cached_run(storage)
     assert session.stats.reused > 0 and session.stats.calls == STEPS
-    assert per_file["seacache_core/gate.py"] == STEPS - 1  # every call but the first reads its distances once
+    assert per_file["seacache_core/run.py"] == STEPS - 1  # every call but the first reads its distances once
     assert per_file["cosmos3/model.py"] == STEPS + 1  # sigma and tokens once per call, prompt lengths once per run
-    assert set(per_file) == {"seacache_core/gate.py", "cosmos3/model.py"}
+    assert set(per_file) == {"seacache_core/run.py", "cosmos3/model.py"}
 
 
 @pytest.mark.parametrize("order", [1, 2])
@@ -77,7 +76,7 @@ def test_cpu_storage_run_is_bit_identical_to_compute_storage(order):
     assert [r.decision for r in offloaded.stats.records] == [r.decision for r in on_device.stats.records]
     assert torch.equal(cpu_latent, compute_latent)
     for key in BRANCHES:
-        assert offloaded.gate.branch_state(key).history.buffers_allocated == order + 1
+        assert offloaded.states[key].history.buffers_allocated == order + 1
 
 
 def _session_run(gate_kind: str, device_sigma: bool):
@@ -85,8 +84,7 @@ def _session_run(gate_kind: str, device_sigma: bool):
     call, a latent of another dtype, a restart), with host float sigmas or one-value device ones; the session,
     the indicators after each call and the host reads."""
     sigmas = reference_sigmas(12, 5.0).tolist()
-    session = SeaCacheSession(SeaCacheConfig(threshold=0.3, gate=gate_kind, order=1))
-    session.set_schedule(sigmas)
+    session = SeaCacheRun(SeaCacheConfig(threshold=0.3, gate=gate_kind, order=1), sigmas)
     torch.manual_seed(0)
     base, drift = torch.randn(1, 4, 3, 6, 8), torch.randn(1, 4, 3, 6, 8)
     calls = [(i, torch.float32) for i in range(12)]
@@ -101,8 +99,9 @@ def _session_run(gate_kind: str, device_sigma: bool):
         filter_sigma = sigma / (1.0 + sigma)  # an epsilon-prediction mapping, on the device or the host
         with reads:
             decision = session.decide(latent, sigma, ["c", "u"], filter_sigma)
-        session.gate.commit(decision, torch.randn(2, 5) if not decision.reuse else None)
-        indicators.append([session.gate.branch_state(k).indicator.clone() for k in ("c", "u")])
+        if decision.predict(torch.zeros(2, 5)) is None:
+            decision.commit(torch.randn(2, 5))
+        indicators.append([session.states[k].indicator.clone() for k in ("c", "u")])
     return session, indicators, Counter(site.rsplit(":", 1)[0] for _, site in reads.reads), len(calls)
 
 
@@ -114,5 +113,5 @@ def test_a_device_sigma_decides_exactly_as_a_host_one_in_one_read_per_call(gate_
     assert [vars(r) for r in device.stats.records] == [vars(r) for r in host.stats.records]
     for on_device, on_host in zip(device_indicators, host_indicators):
         assert all(torch.equal(a, b) for a, b in zip(on_device, on_host))
-    assert device_reads == {"seacache_core/gate.py": calls}  # the sigma with the distances, every call
-    assert host_reads["seacache_core/gate.py"] < calls  # the host path reads distances only, when a branch follows
+    assert device_reads == {"seacache_core/run.py": calls}  # the sigma with the distances, every call
+    assert host_reads["seacache_core/run.py"] < calls  # the host path reads distances only, when a branch has any

@@ -22,7 +22,7 @@ from benchmarks.memory_plan import (
     unread_parameters,
     weight_bytes,
 )
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 
 NANO = Cosmos3Config()
 TINY = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
@@ -126,14 +126,13 @@ def test_text_kv_bytes_match_the_real_cache():
 def test_history_bytes_match_a_full_session(order):
     config = Cosmos3Config(**TINY)
     tokens, steps = 24, 6
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.0, order=order))
     sigmas = reference_sigmas(steps, 5.0)
-    session.set_schedule(sigmas)
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.0, order=order), sigmas)
     latent = torch.randn(2, 48, 3, 4, 4)
     for i in range(steps):
         hidden = torch.randn(2, tokens, config.hidden_size, dtype=torch.bfloat16)
         session.run(lambda h: h * 1.5, hidden, latent, float(sigmas[i]), ["cond", "uncond"])
-    stored = [r for key in ("cond", "uncond") for _, r in session.gate.branch_state(key).history.records]
+    stored = [r for key in ("cond", "uncond") for _, r in session.states[key].history.records]
     measured = sum(r.numel() * r.element_size() for r in stored)
     assert measured == 2 * SeaCacheConfig(order=order).history_bytes(tokens * config.hidden_size, 2)  # 2 branches, bf16
 

@@ -11,7 +11,7 @@ from benchmarks import proxy_av as av
 from benchmarks import proxy_natural as natural
 from benchmarks import train_proxy as proxy
 from cosmos3 import Cosmos3Transformer
-from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter_float32
+from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
 
 
 @pytest.fixture(scope="module")
@@ -87,15 +87,15 @@ def test_unfiltered_gate_compares_raw_latents():
     b = a + 0.3 * torch.randn(a.shape, generator=torch.Generator().manual_seed(1))  # plus fine noise
     distances = {}
     for name in ("sea", "none"):
-        gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=100.0))
+        gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0), [0.6, 0.5, 0.4, 0.3, 0.0])
         if name == "none":
             gate.indicator = bench_quality.UnfilteredIndicator()
-        for step, latent in enumerate((a, b)):
-            decision = gate.decide(["c"], latent, 0.5, step, 4)
-            gate.commit(decision, torch.zeros(1, 1))
+        for sigma, latent in zip((0.6, 0.5), (a, b)):
+            decision = gate.decide(latent, sigma, ["c"], filter_sigma=0.5)
+            decision.commit(torch.zeros(1, 1))
         distances[name] = decision.distance
-    assert distances["none"] == pytest.approx(float(rel_l1(b, a)), rel=1e-5)
-    sea = rel_l1(sea_filter_float32(b, 0.5), sea_filter_float32(a, 0.5))
+    assert distances["none"] == pytest.approx(float(item_distances(b, a)), rel=1e-5)
+    sea = item_distances(sea_filter_float32(b, 0.5), sea_filter_float32(a, 0.5))
     assert distances["sea"] == pytest.approx(float(sea), rel=1e-5)
     assert distances["sea"] < 0.95 * distances["none"]  # the low-pass SEA view discounts the fine change
 

@@ -1,4 +1,4 @@
-"""Run-start checks of a sampling run's inputs (seacache_core.run_inputs): latent rank, NaN/Inf, the schedule."""
+"""Run-start checks of a sampling run's inputs (nodes/seacache/run_inputs.py): latent rank, NaN/Inf, the schedule."""
 
 import math
 import re
@@ -6,7 +6,11 @@ import re
 import pytest
 import torch
 
-from seacache_core.run_inputs import refuse_bad_schedule, refuse_latent_rank, refuse_non_finite
+from seacache_testing import comfyui_harness
+
+run_inputs = comfyui_harness.import_pack_module("nodes.seacache.run_inputs")  # imports nothing of ComfyUI
+refuse_bad_schedule, refuse_latent_rank, refuse_non_finite = (
+    run_inputs.refuse_bad_schedule, run_inputs.refuse_latent_rank, run_inputs.refuse_non_finite)
 
 
 @pytest.mark.parametrize("shape", [(1, 16, 8, 8), (2, 16, 3, 8, 8)])

@@ -13,7 +13,7 @@ def test_defaults_are_seacache_applys():
     assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.13, 1, 2, 1, 1)
     assert c.power is None and c.residual_storage == "compute"
     assert c.gate == "sea_same_sigma" and c.sound_weight == 1.0
-    assert (c.resolve_power(48), c.resolve_power(1)) == (3.0, 2.0)
+    assert c.speedup == 0.0 and c.speed_target is None
 
 
 def test_the_node_writes_no_default_of_its_own():

@@ -1,11 +1,11 @@
-"""SeaCacheGate: decisions, prediction, bookkeeping (docs/algorithm.md §5-7, §9)."""
+"""SeaCacheRun: decisions, prediction, bookkeeping (docs/algorithm.md §5-7, §9)."""
 
 import json
 
 import pytest
 import torch
 
-from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheGate, rel_l1, sea_filter_float32
+from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
 
 SHAPE = (1, 3, 4, 6, 8)
 
@@ -19,15 +19,24 @@ def _sigmas(n):
     return torch.linspace(0.6, 0.5, n).tolist()
 
 
-def _call(gate, keys, latent, sigma, step, n, residual=None, reuse_allowed=True):
-    """One gated call as the node makes it; returns the decision and whether the prediction was applied."""
+def rel_l1(current, previous) -> float:
+    """The gate's distance of two single-item tensors."""
+    return float(item_distances(current, previous))
+
+
+def _new(config, n, reuse_steps=None):
+    """A run over ``n`` steps of ``_sigmas(n)`` (plus the final sigma 0)."""
+    return SeaCacheRun(config, [*_sigmas(n), 0.0], reuse_steps)
+
+
+def _call(run, keys, latent, sigma, residual=None, filter_sigma=None):
+    """One gated call as a host makes it; returns the call and whether the prediction was applied."""
     residual = torch.randn(len(keys), 5) if residual is None else residual
-    decision = gate.decide(keys, latent, sigma, step, n, reuse_allowed)
-    if decision.reuse and gate.predict(decision, residual) is not None:
-        gate.commit(decision)
-        return decision, True
-    gate.commit(decision, residual)
-    return decision, False
+    call = run.decide(latent, sigma, keys, filter_sigma)
+    if call.predict(residual) is not None:
+        return call, True
+    call.commit(residual)
+    return call, False
 
 
 def _drifting(n, scale=0.01, seed=0):
@@ -36,21 +45,22 @@ def _drifting(n, scale=0.01, seed=0):
     return [base + scale * i * drift for i in range(n)]
 
 
-def _run(config, latents, keys=("c",), sigmas=None):
-    gate = SeaCacheGate(config)
+def _run(config, latents, keys=("c",), filter_sigma=None):
+    """A run over the latents, one call per step; ``filter_sigma`` filters every step at that one sigma."""
     n = len(latents)
-    for step, (latent, sigma) in enumerate(zip(latents, sigmas or _sigmas(n))):
-        _call(gate, list(keys), latent, sigma, step, n)
-    return gate
+    run = _new(config, n)
+    for latent, sigma in zip(latents, _sigmas(n)):
+        _call(run, list(keys), latent, sigma, filter_sigma=filter_sigma)
+    return run
 
 
-def _letters(gate):
-    return "".join({"forced": "F", "computed": "C", "reused": "R"}[r.decision] for r in gate.stats.records)
+def _letters(run):
+    return "".join({"forced": "F", "computed": "C", "reused": "R"}[r.decision] for r in run.stats.records)
 
 
 def test_threshold_zero_never_reuses():
     latents = [_noise()] * 12  # identical latents at one sigma: distance 0
-    gate = _run(SeaCacheConfig(gate="sea", threshold=0.0, max_consecutive=-1), latents, sigmas=[0.5] * 12)
+    gate = _run(SeaCacheConfig(gate="sea", threshold=0.0, max_consecutive=-1), latents, filter_sigma=0.5)
     assert gate.stats.reused == 0 and gate.stats.ran == 12
     assert [r.reason for r in gate.stats.records[1:-1]] == ["threshold"] * 10
     assert all(r.distance == 0.0 for r in gate.stats.records[1:])
@@ -67,13 +77,13 @@ def test_first_and_last_steps_always_computed():
 def test_equality_at_threshold_computes():
     # At one sigma, halving the latent halves its indicator exactly: every step has distance exactly 0.5.
     latents = [_noise() / 2**k for k in range(6)]
-    gate = _run(SeaCacheConfig(gate="sea", threshold=1.0, max_consecutive=-1), latents, sigmas=[0.5] * 6)
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1.0, max_consecutive=-1), latents, filter_sigma=0.5)
     recs = gate.stats.records
     assert [r.distance for r in recs[1:]] == [0.5] * 5
     assert [r.accumulated for r in recs[1:5]] == [0.5, 1.0, 0.5, 1.0]
     assert [(r.decision, r.reason) for r in recs[1:5]] == [
         ("reused", None), ("computed", "threshold"), ("reused", None), ("computed", "threshold")]
-    above = _run(SeaCacheConfig(gate="sea", threshold=1.0 + 1e-9, max_consecutive=-1), latents, sigmas=[0.5] * 6)
+    above = _run(SeaCacheConfig(gate="sea", threshold=1.0 + 1e-9, max_consecutive=-1), latents, filter_sigma=0.5)
     assert _letters(above) == "FRRCRF"  # 1.0 < 1.0 + 1e-9: step 2 reuses, step 3 reaches 1.5
 
 
@@ -127,15 +137,15 @@ def test_branches_batched_equal_separate_calls():
     n = 10
     cond, uncond = _drifting(n, 0.02, seed=1), _drifting(n, 0.05, seed=2)
     config = SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=2)
-    batched, separate = SeaCacheGate(config), SeaCacheGate(config)
+    batched, separate = _new(config, n), _new(config, n)
     for step, sigma in enumerate(_sigmas(n)):
         res = torch.randn(2, 5)
-        db, _ = _call(batched, ["c", "u"], torch.cat([cond[step], uncond[step]]), sigma, step, n, res)
-        dc, _ = _call(separate, ["c"], cond[step], sigma, step, n, res[:1])
-        du, _ = _call(separate, ["u"], uncond[step], sigma, step, n, res[1:])
+        db, _ = _call(batched, ["c", "u"], torch.cat([cond[step], uncond[step]]), sigma, res)
+        dc, _ = _call(separate, ["c"], cond[step], sigma, res[:1])
+        du, _ = _call(separate, ["u"], uncond[step], sigma, res[1:])
         assert db.reuse == dc.reuse == du.reuse
         for key in ("c", "u"):
-            a, b = batched.branch_state(key), separate.branch_state(key)
+            a, b = batched.states[key], separate.states[key]
             assert (a.consecutive, a.last_step) == (b.consecutive, b.last_step)
             assert a.accumulated == pytest.approx(b.accumulated, rel=1e-6, abs=1e-9)
             torch.testing.assert_close(a.indicator, b.indicator)
@@ -156,71 +166,68 @@ def test_one_branch_must_compute_whole_call_computes():
     n = 8
     still = _noise(seed=3)
     jumping = [_noise(seed=4) / 2**k for k in range(n)]  # distance 0.5 every step
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.3, max_consecutive=-1, order=1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=0.3, max_consecutive=-1, order=1), n)
     for step in range(3):
-        d, applied = _call(gate, ["c", "u"], torch.cat([still, jumping[step]]), 0.5, step, n)
+        d, applied = _call(gate, ["c", "u"], torch.cat([still, jumping[step]]), _sigmas(n)[step], filter_sigma=0.5)
     rec = gate.stats.records[-1]
     assert not applied and rec.decision == "computed" and rec.reason == "threshold"
     assert rec.branches["c"]["reason"] is None and rec.branches["c"]["distance"] == 0.0
     assert rec.branches["u"]["reason"] == "threshold" and rec.distance == 0.5
-    assert gate.branch_state("c").accumulated == 0.0 and gate.branch_state("c").consecutive == 0
-    assert [s for s, _ in gate.branch_state("c").history.records] == [1, 2]
+    assert gate.states["c"].accumulated == 0.0 and gate.states["c"].consecutive == 0
+    assert [s for s, _ in gate.states["c"].history.records] == [1, 2]
     # A branch seen for the first time forces the whole call even though "c" alone would reuse.
-    d, applied = _call(gate, ["c", "new"], torch.cat([still, still]), 0.5, 3, n)
+    d, applied = _call(gate, ["c", "new"], torch.cat([still, still]), _sigmas(n)[3], filter_sigma=0.5)
     assert not applied and d.reason == "no_history"
     assert gate.stats.records[-1].decision == "forced"
 
 
 def test_reuse_window_forces_compute():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 6, reuse_steps=range(2, 6))
     latents, sig = _drifting(6), _sigmas(6)
-    _call(gate, ["c"], latents[0], sig[0], 0, 6)
-    d, applied = _call(gate, ["c"], latents[1], sig[1], 1, 6, reuse_allowed=False)
+    _call(gate, ["c"], latents[0], sig[0])
+    d, applied = _call(gate, ["c"], latents[1], sig[1])
     assert not applied and d.reason == "window" and gate.stats.records[-1].decision == "forced"
-    d, applied = _call(gate, ["c"], latents[2], sig[2], 2, 6)
+    d, applied = _call(gate, ["c"], latents[2], sig[2])
     assert applied
 
 
 def test_predict_order0_returns_branch_residuals_in_item_order():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, order=0))
+    gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=1e9, order=0), [0.9, 0.8, 0.7, 0.6, 0.5, 0.0])
     lat = torch.cat([_noise(seed=1), _noise(seed=2), _noise(seed=1)])
     keys = ["c", "u", "c"]
     res = torch.arange(3 * 4, dtype=torch.float32).reshape(3, 4)
-    gate.commit(gate.decide(keys, lat, 0.9, 0, 5), res)
-    d = gate.decide(keys, lat, 0.8, 1, 5)
+    gate.decide(lat, 0.9, keys).commit(res)
+    d = gate.decide(lat, 0.8, keys)
     assert d.reuse
-    pred = gate.predict(d, torch.zeros(3, 4, dtype=torch.float64))
+    pred = d.predict(torch.zeros(3, 4, dtype=torch.float64))  # commits the reuse
     assert pred.dtype == torch.float64 and torch.equal(pred, res.double())
-    gate.commit(d)
     assert gate.stats.records[-1].decision == "reused"
 
 
 def test_prediction_extrapolates_recorded_residuals():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, order=1, max_consecutive=-1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, order=1, max_consecutive=-1), 8, reuse_steps=range(2, 3))
     lat, sig = _drifting(8), _sigmas(8)
     base, slope = torch.randn(1, 6), torch.randn(1, 6)
     for step in range(3):
-        d = gate.decide(["c"], lat[step], sig[step], step, 8, reuse_allowed=step == 2)
+        d = gate.decide(lat[step], sig[step], ["c"])
         if d.reuse:
-            pred = gate.predict(d, torch.zeros(1, 6))
-            torch.testing.assert_close(pred, base + 2 * slope)
-            gate.commit(d)
+            torch.testing.assert_close(d.predict(torch.zeros(1, 6)), base + 2 * slope)
         else:
-            gate.commit(d, base + step * slope)
+            d.commit(base + step * slope)
     assert [r.decision for r in gate.stats.records] == ["forced", "forced", "reused"]
 
 
 def test_prediction_fallback_counts_as_computed():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9), 5)
     lat, sig = _drifting(5), _sigmas(5)
-    gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 5), torch.zeros(1, 4))
-    d = gate.decide(["c"], lat[1], sig[1], 1, 5)
-    assert d.reuse and gate.predict(d, torch.zeros(1, 7)) is None  # stack shape changed
-    gate.commit(d, torch.ones(1, 7))
+    gate.decide(lat[0], sig[0], ["c"]).commit(torch.zeros(1, 4))
+    d = gate.decide(lat[1], sig[1], ["c"])
+    assert d.reuse and d.predict(torch.zeros(1, 7)) is None  # stack shape changed
+    d.commit(torch.ones(1, 7))
     rec = gate.stats.records[-1]
     assert (rec.decision, rec.reason) == ("computed", "fallback")
     assert gate.stats.reused == 0 and gate.stats.ran == 2
-    state = gate.branch_state("c")
+    state = gate.states["c"]
     assert state.consecutive == 0 and state.accumulated == 0.0 and [s for s, _ in state.history.records] == [1]
 
 
@@ -232,25 +239,25 @@ def _snapshot(state):
 def test_off_schedule_and_repeat_are_computed_and_reported():
     """Off-schedule evaluations leave the state untouched; a repeat at the same step (Heun's step evaluation
     after its corrector) computes and refreshes only that step's indicator and residual record."""
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 8)
     lat, sig = _drifting(8), _sigmas(8)
     for step in range(3):
-        _call(gate, ["c"], lat[step], sig[step], step, 8)
-    before = _snapshot(gate.branch_state("c"))
-    assert gate.branch_state("c").consecutive == 2
-    d, applied = _call(gate, ["c"], lat[3], 0.5 * (sig[2] + sig[3]), None, 8)
+        _call(gate, ["c"], lat[step], sig[step])
+    before = _snapshot(gate.states["c"])
+    assert gate.states["c"].consecutive == 2
+    d, applied = _call(gate, ["c"], lat[3], 0.5 * (sig[2] + sig[3]))
     assert not applied and (d.reuse, d.reason) == (False, "off_schedule")
-    assert _snapshot(gate.branch_state("c")) == before
-    d, applied = _call(gate, ["c"], lat[3], sig[2], 2, 8)
+    assert _snapshot(gate.states["c"]) == before
+    d, applied = _call(gate, ["c"], lat[3], sig[2])
     assert not applied and (d.reuse, d.reason) == (False, "repeat")
-    state = gate.branch_state("c")
+    state = gate.states["c"]
     assert (state.accumulated, state.consecutive, state.last_step, state.last_sigma) == before[:4]
     assert [s for s, _ in state.history.records] == [0, 2]  # the real residual of step 2 joins the history
     assert torch.allclose(state.indicator, sea_filter_float32(lat[3], sig[2], 3.0))
     assert [(r.step, r.decision, r.reason) for r in gate.stats.records[-2:]] == [
         (None, "forced", "off_schedule"), (2, "forced", "repeat")]
-    d, applied = _call(gate, ["c"], lat[3], sig[3], 3, 8)  # the run continues, comparing with the repeat
-    assert applied and gate.branch_state("c").consecutive == 3
+    d, applied = _call(gate, ["c"], lat[3], sig[3])  # the run continues, comparing with the repeat
+    assert applied and gate.states["c"].consecutive == 3
     expected = rel_l1(sea_filter_float32(lat[3], sig[3], 3.0), sea_filter_float32(lat[3], sig[2], 3.0))
     assert d.distance == pytest.approx(expected, rel=1e-4)  # measured against the repeat, not step 2's first call
     assert gate.stats.calls == 6 and gate.stats.ran == 3
@@ -265,55 +272,53 @@ def test_a_second_residual_for_the_newest_step_replaces_it():
 
 
 def test_reset_on_non_adjacent_step():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 10)
     lat, sig = _drifting(10), _sigmas(10)
     for step in range(3):
-        _call(gate, ["c"], lat[step], sig[step], step, 10)
-    assert gate.branch_state("c").consecutive == 2 and len(gate.branch_state("c").history) == 1
-    d, applied = _call(gate, ["c"], lat[5], sig[5], 5, 10)
+        _call(gate, ["c"], lat[step], sig[step])
+    assert gate.states["c"].consecutive == 2 and len(gate.states["c"].history) == 1
+    d, applied = _call(gate, ["c"], lat[5], sig[5])
     assert not applied and d.reason == "reset" and d.distance is None
-    state = gate.branch_state("c")
+    state = gate.states["c"]
     assert [s for s, _ in state.history.records] == [5]
     assert (state.accumulated, state.consecutive, state.last_step) == (0.0, 0, 5)
-    assert _call(gate, ["c"], lat[6], sig[6], 6, 10)[1]
+    assert _call(gate, ["c"], lat[6], sig[6])[1]
 
 
 def test_reset_on_new_run_sigma_going_up():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 10)
     lat, sig = _drifting(10), _sigmas(10)
     for step in range(4):
-        _call(gate, ["c"], lat[step], sig[step], step, 10)
-    # Adjacent step index but sigma went up: a new run.
-    d, _ = _call(gate, ["c"], lat[4], sig[0], 4, 10)
-    assert d.reason == "reset" and [s for s, _ in gate.branch_state("c").history.records] == [4]
-    # A new run at step 0 drops the history too (reported as warmup, which takes precedence).
-    d, _ = _call(gate, ["c"], lat[0], 1.0, 0, 10)
-    assert d.reason == "warmup" and [s for s, _ in gate.branch_state("c").history.records] == [0]
-    no_warmup = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, warmup_steps=0, max_consecutive=-1))
+        _call(gate, ["c"], lat[step], sig[step])
+    # The schedule starts again (sigma went up): a new run drops the history (reported as warmup, which takes
+    # precedence over reset at step 0).
+    d, _ = _call(gate, ["c"], lat[0], sig[0])
+    assert d.reason == "warmup" and [s for s, _ in gate.states["c"].history.records] == [0]
+    no_warmup = _new(SeaCacheConfig(gate="sea", threshold=1e9, warmup_steps=0, max_consecutive=-1), 10)
     for step in range(3):
-        _call(no_warmup, ["c"], lat[step], sig[step], step, 10)
-    d, _ = _call(no_warmup, ["c"], lat[0], sig[0], 0, 10)
-    assert d.reason == "reset"
+        _call(no_warmup, ["c"], lat[step], sig[step])
+    d, _ = _call(no_warmup, ["c"], lat[0], sig[0])
+    assert d.reason == "reset" and [s for s, _ in no_warmup.states["c"].history.records] == [0]
 
 
 def test_latent_change_gives_infinite_distance():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 6)
     sig = _sigmas(6)
-    _call(gate, ["c"], _noise(), sig[0], 0, 6)
-    _call(gate, ["c"], _noise(), sig[1], 1, 6)
-    d, applied = _call(gate, ["c"], _noise().bfloat16(), sig[2], 2, 6)
+    _call(gate, ["c"], _noise(), sig[0])
+    _call(gate, ["c"], _noise(), sig[1])
+    d, applied = _call(gate, ["c"], _noise().bfloat16(), sig[2])
     assert not applied and d.distance == float("inf") and d.reason == "threshold"
-    d, applied = _call(gate, ["c"], _noise((1, 3, 4, 6, 10)), sig[3], 3, 6)
+    d, applied = _call(gate, ["c"], _noise((1, 3, 4, 6, 10)), sig[3])
     assert not applied and d.distance == float("inf")
     assert json.dumps(gate.stats.to_dict(), allow_nan=False)
 
 
 def test_cpu_residual_storage():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu", order=2))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu", order=2), 6)
     lat, sig = _drifting(6), _sigmas(6)
     for step in range(4):
-        _call(gate, ["c"], lat[step], sig[step], step, 6, torch.randn(1, 5, dtype=torch.bfloat16))
-    records = gate.branch_state("c").history.records
+        _call(gate, ["c"], lat[step], sig[step], torch.randn(1, 5, dtype=torch.bfloat16))
+    records = gate.states["c"].history.records
     assert 1 <= len(records) <= 3
     assert all(r.device.type == "cpu" and r.dtype == torch.bfloat16 for _, r in records)
 
@@ -321,79 +326,79 @@ def test_cpu_residual_storage():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cpu_residual_storage_offloads_cuda():
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu"))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu"), 6)
     lat, sig = [x.cuda() for x in _drifting(6)], _sigmas(6)
-    gate.commit(gate.decide(["c"], lat[0], sig[0], 0, 6), torch.ones(1, 5, device="cuda"))
-    assert gate.branch_state("c").history.records[0][1].device.type == "cpu"
-    d = gate.decide(["c"], lat[1], sig[1], 1, 6)
-    pred = gate.predict(d, torch.zeros(1, 5, device="cuda", dtype=torch.bfloat16))
+    gate.decide(lat[0], sig[0], ["c"]).commit(torch.ones(1, 5, device="cuda"))
+    assert gate.states["c"].history.records[0][1].device.type == "cpu"
+    pred = gate.decide(lat[1], sig[1], ["c"]).predict(torch.zeros(1, 5, device="cuda", dtype=torch.bfloat16))
     assert pred.device.type == "cuda" and pred.dtype == torch.bfloat16
     assert torch.equal(pred.float().cpu(), torch.ones(1, 5))
 
 
 def test_history_never_exceeds_order_plus_one():
     for order in (0, 1, 2):
-        gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.0, order=order))
+        gate = _new(SeaCacheConfig(gate="sea", threshold=0.0, order=order), 8)
         lat, sig = _drifting(8), _sigmas(8)
         for step in range(8):
-            _call(gate, ["c"], lat[step], sig[step], step, 8)
-            assert len(gate.branch_state("c").history) == min(step + 1, order + 1)
+            _call(gate, ["c"], lat[step], sig[step])
+            assert len(gate.states["c"].history) == min(step + 1, order + 1)
 
 
 def test_gain_built_once_per_step_whatever_the_batch():
     n = 6
     lat, sig = _drifting(n), _sigmas(n)
-    batched, separate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea")), SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
+    batched, separate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), n), _new(SeaCacheConfig(threshold=0.25, gate="sea"), n)
     for step in range(n):
-        _call(batched, ["c", "u"], torch.cat([lat[step], 2 * lat[step]]), sig[step], step, n)
-        _call(separate, ["c"], lat[step], sig[step], step, n)
-        _call(separate, ["u"], 2 * lat[step], sig[step], step, n)
+        _call(batched, ["c", "u"], torch.cat([lat[step], 2 * lat[step]]), sig[step])
+        _call(separate, ["c"], lat[step], sig[step])
+        _call(separate, ["u"], 2 * lat[step], sig[step])
     assert batched.gains.builds == n and separate.gains.builds == n
 
 
 def test_api_misuse_raises():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
+    gate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), 4)
     lat = _noise()
     with pytest.raises(ValueError, match="keys"):
-        gate.decide(["c", "u"], lat, 0.5, 0, 4)
-    with pytest.raises(ValueError, match="step"):
-        gate.decide(["c"], lat, 0.5, 4, 4)
-    d = gate.decide(["c"], lat, 0.5, 0, 4)
-    with pytest.raises(ValueError, match="reuse decision"):
-        gate.predict(d, torch.zeros(1, 3))
+        gate.decide(lat, 0.6, ["c", "u"])
+    with pytest.raises(ValueError, match="latent must be"):
+        gate.decide(lat.flatten(2), 0.6, ["c"])
+    d = gate.decide(lat, 0.6, ["c"])
+    assert d.predict(torch.zeros(1, 3)) is None  # no reuse decision: the call computes
     with pytest.raises(ValueError, match="residual"):
-        gate.commit(d)
-    gate.commit(d, torch.zeros(1, 3))
-    with pytest.raises(RuntimeError):
-        gate.commit(d, torch.zeros(1, 3))
+        d.commit(None)
+    with pytest.raises(ValueError, match="batch"):
+        d.commit(torch.zeros(2, 3))
+    d.commit(torch.zeros(1, 3))
+    with pytest.raises(RuntimeError, match="committed already"):
+        d.commit(torch.zeros(1, 3))
     assert gate.stats.calls == 1
 
 
-def test_release_and_reset():
+def test_release_frees_the_state_and_keeps_the_statistics():
     gate = _run(SeaCacheConfig(gate="sea", threshold=1e9), _drifting(5))
+    assert gate.states["c"].indicator is not None and len(gate.gains._gains) > 0
     gate.release()
-    assert gate.branch_state("c") is None and gate.stats.calls == 5
-    gate.reset()
-    assert gate.stats.calls == 0
-    _call(gate, ["c"], _noise(), 1.0, 0, 5)
-    assert gate.stats.records[0].reason == "warmup" and len(gate.branch_state("c").history) == 1
+    assert gate.states == {} and len(gate.gains._gains) == 0 and gate.stats.calls == 5
+    report = gate.report("completed")
+    assert (report["status"], report["calls"], report["steps"], report["threshold"]) == ("completed", 5, 5, 1e9)
 
 
 def test_entry_points_are_not_traced_by_torch_compile():
-    for method in (SeaCacheGate.decide, SeaCacheGate.predict, SeaCacheGate.commit):
+    from seacache_core import Call
+
+    for method in (SeaCacheRun.decide, SeaCacheRun.follow, Call.enter, Call.leave, Call.predict, Call.commit):
         assert getattr(method, "_torchdynamo_disable", False)
-    gate = SeaCacheGate(SeaCacheConfig(threshold=0.25, gate="sea"))
+    gate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), 4)
     lat = _noise()
 
     @torch.compile(backend="eager")
     def model_call(x):
-        decision = gate.decide(["c"], x, 0.5, 0, 4)
-        gate.commit(decision, x.flatten(1) * 2)
+        gate.decide(x, 0.6, ["c"]).commit(x.flatten(1) * 2)
         return x + 1
 
     torch.testing.assert_close(model_call(lat), lat + 1)
     assert gate.stats.calls == 1 and gate.stats.records[0].reason == "warmup"
-    torch.testing.assert_close(gate.branch_state("c").indicator, sea_filter_float32(lat, 0.5))
+    torch.testing.assert_close(gate.states["c"].indicator, sea_filter_float32(lat, 0.6))
 
 
 @pytest.mark.parametrize("gate_name", ["sea", "sea_same_sigma"])
@@ -405,10 +410,10 @@ def test_joint_gate_reads_the_sound_latent(gate_name):
     sigmas = _sigmas(2)
 
     def distance(weight, with_sound):
-        gate = SeaCacheGate(SeaCacheConfig(threshold=100.0, gate=gate_name, sound_weight=weight))
+        gate = SeaCacheRun(SeaCacheConfig(threshold=100.0, gate=gate_name, sound_weight=weight), [*sigmas, 0.4, 0.3, 0.0])
         for step in range(2):
-            decision = gate.decide(["c"], video[step], sigmas[step], step, 4, sound=sound[step] if with_sound else None)
-            gate.commit(decision, torch.zeros(1, 1))
+            decision = gate.decide(video[step], sigmas[step], ["c"], sound=sound[step] if with_sound else None)
+            decision.commit(torch.zeros(1, 1))
         return decision.distance
 
     video_only = distance(1.0, False)
@@ -421,10 +426,10 @@ def test_joint_gate_reads_the_sound_latent(gate_name):
 
 
 def test_joint_gate_computes_when_the_sound_changes_shape():
-    gate = SeaCacheGate(SeaCacheConfig(threshold=100.0))
+    gate = _new(SeaCacheConfig(threshold=100.0), 4)
     for step, frames in enumerate((9, 10)):
-        decision = gate.decide(["c"], _noise(), 0.5, step, 4, sound=_noise((1, 4, frames)))
-        gate.commit(decision, torch.zeros(1, 1))
+        decision = gate.decide(_noise(), _sigmas(4)[step], ["c"], sound=_noise((1, 4, frames)))
+        decision.commit(torch.zeros(1, 1))
     assert decision.distance == float("inf") and not decision.reuse
 
 
@@ -433,15 +438,15 @@ def test_a_follower_reuses_its_own_history_exactly_when_its_leader_reused():
     computes and commits its residual otherwise; an unknown leader leaves it untouched; no statistics record."""
     n = 12
     sigmas = _sigmas(n)
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.05, max_consecutive=2))
-    gate.schedule.set([*sigmas, 0.0])
+    gate = _new(SeaCacheConfig(gate="sea", threshold=0.05, max_consecutive=2), n)
     own, pattern = ResidualHistory(gate.config.order), ""  # the follower's residuals, kept apart
     for step, (latent, sigma) in enumerate(zip(_drifting(n), sigmas)):
-        _, leader_reused = _call(gate, ["c"], latent, sigma, None, None)
+        _, leader_reused = _call(gate, ["c"], latent, sigma)
         residual = torch.full((1, 5), float(step))
         decision = gate.follow(["c+g0"], ["c"], sigma)
-        predicted = gate.predict(decision, residual) if decision.reuse else None
-        gate.commit(decision) if predicted is not None else gate.commit(decision, residual)
+        predicted = decision.predict(residual)
+        if predicted is None:
+            decision.commit(residual)
         assert decision.reuse == leader_reused and decision.follows
         if predicted is not None:  # extrapolated from the follower's own residuals, not the leader's
             assert torch.equal(predicted, own.predict(step, residual.device, residual.dtype))
@@ -450,19 +455,18 @@ def test_a_follower_reuses_its_own_history_exactly_when_its_leader_reused():
         pattern += "R" if leader_reused else "C"
     assert "R" in pattern and "C" in pattern
     assert gate.stats.calls == n and _letters(gate).replace("F", "C") == pattern  # the leader's records only
-    assert gate.branch_state("c+g0").last_step == n - 1
+    assert gate.states["c+g0"].last_step == n - 1
     orphan = gate.follow(["u+g0"], ["u"], sigmas[3])
     assert (orphan.reuse, orphan.reason) == (False, "no_leader")
-    gate.commit(orphan, torch.zeros(1, 5))
-    assert gate.branch_state("u+g0") is None
+    orphan.commit(torch.zeros(1, 5))
+    assert "u+g0" not in gate.states
 
 
 def test_threshold_zero_leaves_every_follower_computing():
     n = 8
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=0.0))
-    gate.schedule.set([*_sigmas(n), 0.0])
+    gate = _new(SeaCacheConfig(gate="sea", threshold=0.0), n)
     for latent, sigma in zip(_drifting(n), _sigmas(n)):
-        _call(gate, ["c", "u"], torch.cat([latent, latent]), sigma, None, None)
+        _call(gate, ["c", "u"], torch.cat([latent, latent]), sigma)
         decision = gate.follow(["c+g0"], ["c"], sigma)
         assert not decision.reuse
-        gate.commit(decision, torch.randn(1, 5))
+        decision.commit(torch.randn(1, 5))

@@ -1,4 +1,4 @@
-"""Reuse decisions agreed across the ranks of a sequence-parallel run (seacache_core.ranks): two CPU processes on
+"""Reuse decisions agreed across the ranks of a sequence-parallel run (seacache_core.run.agreed_reuse): two CPU processes on
 gloo gate latents that differ by float noise, with a threshold between the two ranks' distances. Alone, the ranks
 decide differently (in Raylight or xDiT one would skip a collective the other enters: a hang); joined, every call
 takes the same decision on both, and it is "compute if any rank must"."""
@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from seacache_core import SeaCacheConfig, SeaCacheGate
-from seacache_core.ranks import agreed_reuse
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_core.run import agreed_reuse
 
 STEPS = 10
 SHAPE = (1, 4, 3, 16, 16)
@@ -33,15 +33,15 @@ def sigmas() -> list[float]:
 def gate_run(latents: list[torch.Tensor], threshold: float) -> tuple[list[tuple[bool, str | None]], int, list]:
     """Decide, predict or compute, commit over one run, as a host does: (reuse, reason) per call, the reused count and
     the accumulated value of each call."""
-    gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=threshold, order=1, max_consecutive=-1, warmup_steps=1, end_steps=1))
+    gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=threshold, order=1, max_consecutive=-1, warmup_steps=1,
+                                      end_steps=1), sigmas())
     decisions, accumulated = [], []
-    for step, (latent, sigma) in enumerate(zip(latents, sigmas())):
-        decision = gate.decide(["cond0/0"], latent, sigma, step, STEPS)
+    for latent, sigma in zip(latents, sigmas()):
+        decision = gate.decide(latent, sigma, ["cond0/0"])
         if decision.reuse:
-            assert gate.predict(decision, like=latent) is not None
-            gate.commit(decision)
+            assert decision.predict(latent) is not None
         else:
-            gate.commit(decision, torch.tanh(latent))  # the stack's residual
+            decision.commit(torch.tanh(latent))  # the stack's residual
         decisions.append((decision.reuse, decision.reason))
         accumulated.append(decision.accumulated)
     return decisions, gate.stats.reused, accumulated
@@ -97,25 +97,22 @@ def failing_rank_worker(rank: int, world: int, init_file: str, out_dir: str) -> 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
     try:
-        gate = SeaCacheGate(SeaCacheConfig(gate="sea", threshold=10.0, order=1, max_consecutive=-1))
+        gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=10.0, order=1, max_consecutive=-1), sigmas())
         stopped, reuses = False, []
         for step, (latent, sigma) in enumerate(zip(rank_latents(rank), sigmas())):
             if stopped:
                 reuses.append(agreed_reuse(False, latent.device))
                 continue
             if rank == 1 and step == 3:
-                gate._observe = None  # SeaCache's own code fails inside decide, before the agreement
+                gate.indicator = None  # SeaCache's own code fails inside decide, before the agreement
             try:
-                decision = gate.decide(["cond0/0"], latent, sigma, step, STEPS)
-            except TypeError:
+                decision = gate.decide(latent, sigma, ["cond0/0"])
+            except AttributeError:
                 stopped = True
                 reuses.append(False)
                 continue
-            if decision.reuse:
-                gate.predict(decision, like=latent)
-                gate.commit(decision)
-            else:
-                gate.commit(decision, torch.tanh(latent))
+            if decision.predict(latent) is None:
+                decision.commit(torch.tanh(latent))
             reuses.append(decision.reuse)
         torch.save(reuses, f"{out_dir}/failing{rank}.pt")
     finally:

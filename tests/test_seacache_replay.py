@@ -2,7 +2,7 @@
 
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheGate, replay
+from seacache_core import SeaCacheConfig, SeaCacheRun, replay
 
 
 def _latents(n, batch=1):
@@ -12,15 +12,14 @@ def _latents(n, batch=1):
 
 
 def _manual(config, sigmas, latents, keys):
-    gate = SeaCacheGate(config)
     n = len(latents)
+    schedule = [float(s) for s in sigmas[:n]] + [0.0]
+    gate = SeaCacheRun(config, schedule)
     for step, latent in enumerate(latents):
         residual = torch.randn(len(keys), 2, 7)
-        decision = gate.decide(list(keys), latent, float(sigmas[step]), step, n)
-        if decision.reuse and gate.predict(decision, residual) is not None:
-            gate.commit(decision)
-        else:
-            gate.commit(decision, residual)
+        decision = gate.decide(latent, schedule[step], list(keys))
+        if decision.predict(residual) is None:
+            decision.commit(residual)
     return gate.stats
 
 

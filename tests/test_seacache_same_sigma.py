@@ -1,9 +1,9 @@
-"""The "sea_same_sigma" gate: both latents filtered at the current sigma (seacache_core.indicator)."""
+"""The "sea_same_sigma" gate: both latents filtered at the current sigma (seacache_core.sea_filter.Indicator)."""
 
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheGate, rel_l1, replay, sea_filter_float32
+from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, replay, sea_filter_float32
 
 SHAPE = (1, 3, 4, 6, 8)
 SAME = dict(gate="sea_same_sigma")
@@ -20,16 +20,19 @@ def _sigmas(n):
     return torch.linspace(0.999, 0.95, n).tolist()
 
 
-def _run(config, latents, keys=("c",), sigmas=None):
-    gate = SeaCacheGate(config)
-    n = len(latents)
-    for step, (latent, sigma) in enumerate(zip(latents, sigmas or _sigmas(n))):
+def rel_l1(current, previous) -> float:
+    return float(item_distances(current, previous))
+
+
+def _run(config, latents, keys=("c",), sigmas=None, filter_sigma=None):
+    """A run over the latents, one call per step; ``filter_sigma`` filters every step at that one sigma."""
+    sigmas = sigmas or _sigmas(len(latents))
+    gate = SeaCacheRun(config, [*sigmas, 0.0])
+    for latent, sigma in zip(latents, sigmas):
         residual = torch.randn(len(keys), 5)
-        decision = gate.decide(list(keys), latent, sigma, step, n)
-        if decision.reuse and gate.predict(decision, residual) is not None:
-            gate.commit(decision)
-        else:
-            gate.commit(decision, residual)
+        decision = gate.decide(latent, sigma, list(keys), filter_sigma)
+        if decision.predict(residual) is None:
+            decision.commit(residual)
     return gate
 
 
@@ -41,13 +44,13 @@ def test_distance_filters_both_latents_at_the_current_sigma():
     assert same == pytest.approx(rel_l1(sea_filter_float32(b, 0.98), sea_filter_float32(a, 0.98)), rel=1e-5)
     assert paper.stats.records[1].distance == pytest.approx(rel_l1(sea_filter_float32(b, 0.98), sea_filter_float32(a, 0.99)), rel=1e-5)
     assert paper.stats.records[1].distance > 2 * same  # near sigma 1 the filter's own change dominates the paper's
-    torch.testing.assert_close(gate.branch_state("c").indicator, b)  # the state keeps the raw latent
+    torch.testing.assert_close(gate.states["c"].indicator, b)  # the state keeps the raw latent
 
 
 def test_equal_to_the_paper_at_one_sigma():
     latents = _latents(8)
-    same = _run(SeaCacheConfig(threshold=0.5, **SAME), latents, sigmas=[0.5] * 8)
-    paper = _run(SeaCacheConfig(gate="sea", threshold=0.5), latents, sigmas=[0.5] * 8)
+    same = _run(SeaCacheConfig(threshold=0.5, **SAME), latents, filter_sigma=0.5)
+    paper = _run(SeaCacheConfig(gate="sea", threshold=0.5), latents, filter_sigma=0.5)
     assert [r.decision for r in same.stats.records] == [r.decision for r in paper.stats.records]
     for r, q in zip(same.stats.records[1:], paper.stats.records[1:]):
         assert r.distance == pytest.approx(q.distance, rel=1e-5)
@@ -75,7 +78,7 @@ def test_branches_keep_their_own_state():
     batched = _run(config, [torch.cat([c, u]) for c, u in zip(cond, uncond)], keys=("c", "u"))
     alone = {key: _run(config, latents, keys=(key,)) for key, latents in (("c", cond), ("u", uncond))}
     for key in ("c", "u"):
-        state, single = batched.branch_state(key), alone[key].branch_state(key)
+        state, single = batched.states[key], alone[key].states[key]
         torch.testing.assert_close(state.indicator, single.indicator)
         assert state.accumulated == pytest.approx(single.accumulated, rel=1e-6)
         distances = [r.branches[key]["distance"] for r in batched.stats.records[1:]]

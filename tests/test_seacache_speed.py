@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 from seacache_core.speed import SpeedController
 
 STEPS = 35
@@ -29,12 +29,11 @@ def _u_profile(steps=STEPS):
     return [0.02 + 0.2 * ((i / (steps - 1)) - 0.45) ** 2 for i in range(steps)]
 
 
-def _run(config, latents, keys=(("cond", "uncond"),), start=0.0, end=1.0):
-    """One run of the session over ``latents`` (one call per entry of ``keys`` per step); returns the session."""
-    session = SeaCacheSession(config, start, end)
+def _run(config, latents, keys=(("cond", "uncond"),), reuse_steps=None):
+    """One run over ``latents`` (one call per entry of ``keys`` per step); returns the run."""
     steps = len(latents)
-    session.set_schedule(torch.linspace(0.9, 0.05, steps + 1))
-    for latent, sigma in zip(latents, session.schedule.sigmas[:steps]):
+    session = SeaCacheRun(config, torch.linspace(0.9, 0.05, steps + 1), reuse_steps)
+    for latent, sigma in zip(latents, session.sigmas[:steps]):
         for call in keys:
             batch = latent.expand(len(call), -1, -1, -1, -1)
             session.run(lambda h: h * 0.5 + sigma, torch.ones(len(call), 6), batch, sigma, list(call))
@@ -67,9 +66,9 @@ def test_separate_cond_and_uncond_calls_each_reach_the_target():
 
 
 def test_reuse_window_is_respected():
-    session = _run(SeaCacheConfig(speedup=1.6), _latents(_u_profile()), start=0.3, end=0.8)
+    session = _run(SeaCacheConfig(speedup=1.6), _latents(_u_profile()), reuse_steps=range(11, 29))
     reused = [r.step for r in session.stats.records if r.decision == "reused"]
-    assert reused and all(0.3 <= step / STEPS <= 0.8 for step in reused)
+    assert reused and all(11 <= step < 29 for step in reused)
     assert abs(session.stats.speedup / 1.6 - 1) <= 0.1
 
 
@@ -97,17 +96,28 @@ def test_speedup_off_keeps_the_threshold_rule():
     assert "speedup target" not in _run(SeaCacheConfig(threshold=0.3), latents).report("completed")["summary"]
 
 
-@pytest.mark.parametrize("bad", [0.5, -1.0, float("nan"), 101.0, True])
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), 101.0, True])
 def test_bad_speedup_is_refused(bad):
-    with pytest.raises(ValueError, match="speedup must be 0"):
+    with pytest.raises(ValueError, match="speedup must be a number in 0..100"):
         SeaCacheConfig(speedup=bad)
+
+
+@pytest.mark.parametrize("off", [0.0, 0.5, 0.95])
+def test_a_speedup_below_one_leaves_the_threshold_deciding(off):
+    """The node's speedup widget runs from 0 to 5: every value below 1 asks for no speedup, so the threshold decides,
+    exactly as with 0 (the default)."""
+    latents = _latents(_u_profile())
+    plain = _run(SeaCacheConfig(threshold=0.3), latents)
+    below = _run(SeaCacheConfig(threshold=0.3, speedup=off), latents)
+    assert below.speed is None and SeaCacheConfig(speedup=off).speed_target is None
+    assert [(r.decision, r.accumulated) for r in below.stats.records] == [(r.decision, r.accumulated) for r in plain.stats.records]
+    assert below.report("completed")["threshold"] == 0.3 and below.report("completed")["speedup_target"] is None
 
 
 def _two_evaluations_per_step(target, steps=20):
     """A Heun-like run: every step evaluated at its sigma, then again at the next step's (a forced compute)."""
-    session = SeaCacheSession(SeaCacheConfig(speedup=target))
     sigmas = [1 - i / steps for i in range(steps + 1)]
-    session.set_schedule(sigmas)
+    session = SeaCacheRun(SeaCacheConfig(speedup=target), sigmas)
     generator = torch.Generator().manual_seed(0)
     x0, eps = torch.randn(1, 4, 16, 16, generator=generator), torch.randn(1, 4, 16, 16, generator=generator)
     for i in range(steps):
@@ -131,7 +141,7 @@ def test_extra_evaluations_per_step_count_in_the_budget(caplog):
 
 def test_points_of_one_step_give_no_slope():
     """Ratios measured at one step only (a restarted schedule reaching it again) predict without a trend."""
-    controller = SpeedController(SeaCacheConfig(speedup=2.0))
+    controller = SpeedController(SeaCacheConfig(speedup=2.0), lambda step, consecutive: False)
     controller.set_schedule([1 - i / 10 for i in range(11)])
     for _ in range(3):
         controller.observe(("c",), 3, 0.05, True)

@@ -1,7 +1,7 @@
 """The SeaCache Stats renderings (nodes/seacache/chart.py) on real run reports; no ComfyUI needed.
 
-Reports come from a real ``SeaCacheSession`` driven over a schedule with a fake stack, built by
-``SeaCacheSession.report`` exactly as the ComfyUI runtime publishes them.
+Reports come from a real ``SeaCacheRun`` driven over a schedule with a fake stack, built by
+``SeaCacheRun.report`` exactly as the ComfyUI wrappers publish them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 
 STEPS = 12
 SIGMAS = torch.linspace(1.0, 0.0, STEPS + 1).tolist()  # ComfyUI style: the final sigma ends the schedule
@@ -32,8 +32,7 @@ def run_report(threshold: float, max_consecutive: int = -1, status: str = "compl
     """One CFG run (cond + uncond batched in each call) over latents drifting ever more slowly."""
     gen = torch.Generator().manual_seed(0)
     base, drift = torch.randn(2, 4, 3, 8, 8, generator=gen), torch.randn(2, 4, 3, 8, 8, generator=gen)
-    session = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=threshold, max_consecutive=max_consecutive))
-    session.set_schedule(SIGMAS)
+    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=threshold, max_consecutive=max_consecutive), SIGMAS)
     for step in range(STEPS):
         hidden = torch.full((2, 5, 8), 1.0 - SIGMAS[step])
         session.run(lambda h: h * 2.0 + 1.0, hidden, base + 0.02 * step * drift, SIGMAS[step], KEYS)

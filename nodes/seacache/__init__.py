@@ -1,2 +1,2 @@
-"""SeaCache in ComfyUI: the Apply and Stats nodes, the runtime that drives one sampling run, the seams, composition
-with other nodes and the timeline chart."""
+"""SeaCache in ComfyUI: the Apply and Stats nodes, the wrappers that drive one sampling run (:mod:`.hooks`), the
+seams, composition with other nodes and the timeline chart."""

@@ -41,6 +41,13 @@ def refuse_other_caches(model_patcher, model_options: dict) -> None:
         )
 
 
+def options_signature(transformer_options: dict) -> dict:
+    """Which block/attention replacement patches a call runs with (by identity), to tell the sampler's calls from
+    guidance calls with their own patches (skip-layer guidance, perturbed attention)."""
+    replaced = transformer_options.get("patches_replace", {})
+    return {kind: {key: id(patch) for key, patch in patches.items()} for kind, patches in replaced.items()}
+
+
 def marked_as_guidance(model_options: dict) -> dict:
     """A copy of ``model_options`` whose calls are marked as guidance calls (``GUIDANCE_OPTION`` in their
     transformer_options); the given options are not changed."""

@@ -37,7 +37,7 @@ import torch
 from ...seacache_core import Call, SeaCacheRun
 from ...seacache_core.run import agreed_reuse
 from ..run_scope import run_scoped_option
-from .composition import GUIDANCE_OPTION, mark_guidance_calls, refuse_other_caches
+from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
 from .run_inputs import refuse_bad_run_inputs
 from .seams import select_seam
 from .seams.base import CALL_OPTION, RUN_OPTION, WINDOWED_STEP_OPTION, Seam
@@ -75,13 +75,6 @@ def schedule_in_flow(model_sampling, sigmas) -> list[float]:
                 f"(latent scale {scale}, noise share {flow_sigma}).")
         flow.append(flow_sigma)
     return flow
-
-
-def options_signature(transformer_options: dict) -> dict:
-    """Which block/attention replacement patches a call runs with (by identity), to tell the sampler's calls from
-    guidance calls with their own patches (skip-layer guidance, perturbed attention)."""
-    replaced = transformer_options.get("patches_replace", {})
-    return {kind: {key: id(patch) for key, patch in patches.items()} for kind, patches in replaced.items()}
 
 
 class SamplingRun(SeaCacheRun):

@@ -1,9 +1,9 @@
-"""SeaCacheSession: schedule lookup, reuse window and skipping a real stack function."""
+"""SeaCacheRun: schedule lookup, reuse window and skipping a real stack function."""
 
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_core import SeaCacheConfig, SeaCacheRun
 
 SIGMAS = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.0]
 
@@ -29,21 +29,16 @@ def slowly_changing(n):
 
 
 def test_schedule_lookup_and_window():
-    s = SeaCacheSession(SeaCacheConfig(threshold=0.25, gate="sea"), start_percent=0.25, end_percent=0.5)
-    s.set_schedule(torch.tensor(SIGMAS))
+    s = SeaCacheRun(SeaCacheConfig(threshold=1e9, gate="sea", max_consecutive=-1), torch.tensor(SIGMAS), range(2, 5))
     assert s.steps == 8
     assert [s.step_of(x) for x in (1.0, 0.7, 0.65, 0.0)] == [0, 3, None, None]
-    assert [s.reuse_allowed(i) for i in (1, 2, 4, 5, None)] == [False, True, True, False, False]
-
-
-def test_window_must_be_ordered():
-    with pytest.raises(ValueError, match="start_percent"):
-        SeaCacheSession(SeaCacheConfig(), start_percent=0.6, end_percent=0.4)
+    assert [s.forced_later(i, 0) for i in (1, 2, 4, 5, 7)] == [True, False, False, True, True]
+    drive(s, slowly_changing(8))
+    assert [r.reason for r in s.stats.records] == ["warmup", "window", None, None, None, "window", "window", "end"]
 
 
 def test_reuse_skips_the_stack_and_counts_match():
-    s = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, max_consecutive=-1))
-    s.set_schedule(SIGMAS)
+    s = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5, max_consecutive=-1), SIGMAS)
     _, real_calls = drive(s, slowly_changing(8))
     assert s.stats.calls == 8
     assert real_calls == s.stats.ran < 8
@@ -51,8 +46,7 @@ def test_reuse_skips_the_stack_and_counts_match():
 
 
 def test_threshold_zero_is_exact():
-    cached = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.0))
-    cached.set_schedule(SIGMAS)
+    cached = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.0), SIGMAS)
     outs, real_calls = drive(cached, slowly_changing(8))
     assert real_calls == 8 and cached.stats.reused == 0
     expected = [torch.ones(1, 4, 8) * (1.0 - s) * 2.0 + 1.0 for s in SIGMAS[:-1]]
@@ -60,16 +54,14 @@ def test_threshold_zero_is_exact():
 
 
 def test_off_schedule_sigma_always_computes():
-    s = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=10.0))
-    s.set_schedule(SIGMAS)
+    s = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=10.0), SIGMAS)
     _, real_calls = drive(s, slowly_changing(4), sigmas=[1.0, 0.95, 0.85, 0.75, 0.0])
     assert real_calls == 4
     assert [r.reason for r in s.stats.records[1:]] == ["off_schedule"] * 3
 
 
 def test_report_carries_stats_and_run_parameters():
-    s = SeaCacheSession(SeaCacheConfig(gate="sea", threshold=0.5, max_consecutive=-1))
-    s.set_schedule(SIGMAS)
+    s = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5, max_consecutive=-1), SIGMAS)
     drive(s, slowly_changing(8))
     report = s.report("failed")
     assert (report["status"], report["threshold"], report["steps"]) == ("failed", 0.5, 8)
