@@ -11,7 +11,7 @@ from .cosmos3.prompt import Cosmos3PromptEncode, Cosmos3PromptEncodeNegative
 from .cosmos3.loader import Cosmos3Loader
 from .cosmos3.lora_keys import install_model_lora_aliases
 from .seacache.apply import SeaCacheApply
-from .seacache.stats import SeaCacheStats
+from .seacache.stats_node import SeaCacheStats
 
 
 class SeaCacheExtension(ComfyExtension):
