@@ -20,9 +20,9 @@ Default run: 832x480x93 with 35 steps and 1280x720x189 with 10 steps, bf16 and f
 to take 5-7 min on one H200 (not yet measured); a run whose estimate (from its warm-up) would end after
 ``--budget-s`` (default 420 s) is skipped and listed, so the command stays under 8 minutes. ``--smoke`` runs tiny dims on the CPU.
 
-    python benchmarks/bench_gpu.py                       # the default GPU run
-    python benchmarks/bench_gpu.py --sizes 832x480x93@35 --dtypes fp8 --replay "F R C C R R C ..."
-    python benchmarks/bench_gpu.py --smoke               # CPU, tiny model, same table
+    python -m benchmarks.bench_gpu                       # the default GPU run
+    python -m benchmarks.bench_gpu --sizes 832x480x93@35 --dtypes fp8 --replay "F R C C R R C ..."
+    python -m benchmarks.bench_gpu --smoke               # CPU, tiny model, same table
 """
 
 from __future__ import annotations
@@ -32,22 +32,17 @@ import gc
 import math
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
-from benchmarks.memory_plan import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
-from cosmos3.random_weights import random_model  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheSession  # noqa: E402
-from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
+from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas
+from cosmos3.random_weights import random_model
+from seacache_core import SeaCacheConfig, SeaCacheSession
+from seacache_testing.memory_plan import GIB, activation_bytes, latent_grid, nbytes
+from seacache_testing.seacache_host import SeaCachedCosmos3
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 DEFAULT_SIZES = "832x480x93@35,1280x720x189@10"
