@@ -227,8 +227,9 @@ def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
 
 
 def summary(rows: list[dict], labels: dict[str, str], target: float = 17.5) -> str:
-    """The README's table: per proxy and shift each method's error at ``target`` full calls (T2V / I2V), and the
-    default's paired ratio to the best peer's (the lowest-error method other than SeaCache's own settings)."""
+    """The summary table of docs/peers.md: per proxy and shift each method's error at ``target`` full calls (T2V /
+    I2V), and the default's paired ratio to the best peer's (the lowest-error method other than SeaCache's own
+    settings)."""
     results = matched(rows, (target,))
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
