@@ -3,11 +3,11 @@
 Builds ``cosmos3.Cosmos3Transformer`` with random weights directly on the device (hidden 4096, 36 layers, 32/8
 heads x 128, MLP 12288, vocab 151936: the ``Cosmos3Config`` defaults), no file and no download, and runs the
 reference sampler loop (flow-matching Euler over ``reference_sigmas``, CFG 6 with cond and uncond batched in one
-call) uncached and with SeaCache at its defaults, per size and weight storage (bf16; fp8 e4m3fn storage with
-bf16 compute). Prints one table: per-step time of computed and reused steps, the gate's cost (SEA filter +
-distance) as % of a computed step, wall time, measured speedup vs the ideal calls/full, and the peak of
-``torch.cuda.max_memory_allocated`` split into weights, activations, text K/V and SeaCache history (measured;
-the activation estimate of ``cosmos3.model.activation_bytes`` beside it).
+call) uncached and with SeaCache at the paper's recipe (gate ``sea``, threshold 0.25), per size and weight storage
+(bf16; fp8 e4m3fn storage with bf16 compute). Prints one table: per-step time of computed and reused steps, the
+gate's cost (SEA filter + distance) as % of a computed step, wall time, measured speedup vs the ideal calls/full,
+and the peak of ``torch.cuda.max_memory_allocated`` split into weights, activations, text K/V and SeaCache history
+(measured; the activation estimate of ``cosmos3.model.activation_bytes`` beside it).
 
 Timing: CUDA events around every step with a synchronisation per step, after a warm-up run of each path
 (computed and reused steps). Random weights make the gate decide differently from trained ones, so
