@@ -6,8 +6,8 @@ of full stack calls, and the printed tables.
 
 A run row is a dict of one method at one setting on one cell (proxy, shift, mode) with per-pair lists: ``cell``,
 ``method``, ``setting``, ``pairs``, ``full`` (full stack calls per pair) and ``metrics`` (per pair, ``error`` and
-where the proxy decodes ``psnr``, ``ssim``, ``temporal``); the uncached row has method ``uncached``. Torch and
-ComfyUI are imported only when a method is applied.
+where the proxy decodes ``psnr``, ``ssim``, ``temporal``); the uncached row has method ``uncached``. ComfyUI is
+imported only when a method is applied.
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def log_grid(low: float, high: float, count: int) -> tuple[float, ...]:
     return tuple(float(f"{low * (high / low) ** (i / (count - 1)):.4g}") for i in range(count))
 
 
-# Each gated method's broad grid; calibration picks, per proxy/shift/mode, SETTINGS values of it that bracket the
-# targets. Fixed interval needs none: its setting is the count itself.
+# Each gated method's broad grid; bench_peers' calibration picks, per proxy/shift/mode, the settings of it that bracket
+# the targets. Fixed interval needs none: its setting is the count itself.
 METHODS = (
     Method("seacache", "SeaCache (defaults)", "threshold", log_grid(0.03, 1.0, 12), seacache()),
     Method("seacache_sea", "SeaCache, gate sea", "threshold", log_grid(0.05, 2.0, 12), seacache(gate="sea")),
