@@ -57,10 +57,11 @@ class ChebyshevHistory(ResidualHistory):
 
     Storage, replacement of a repeated step, dropping on a shape change and CPU offload are `ResidualHistory`'s;
     only the number of records kept (`capacity`) and the prediction differ. At most `capacity` residuals are held
-    (`buffers_allocated` host buffers with "cpu" storage). A prediction moves the records to `device` one at a time
-    and accumulates them into one float32 tensor (plus the Newton tail's `order + 1` float32 copies when
-    0 < blend < 1), returned in `dtype`. `blend` 0 is exactly `ResidualHistory(order).predict`; `blend` 1 reads no
-    Newton term.
+    (`buffers_allocated` host buffers with "cpu" storage). Both terms are linear in the records, so a prediction
+    is one weighted sum: the weights come from the step indices on the host (`chebyshev_weights`, and
+    `extrapolate_residual` applied to unit vectors for the Newton term, in float32), then the records move to
+    `device` one at a time and accumulate into one float32 tensor, returned in `dtype`. `blend` 0 is exactly
+    `ResidualHistory(order).predict` (the Newton arithmetic on the records themselves).
     """
 
     def __init__(self, order: int, residual_storage: str = "compute", *, degree: int = SPECTRUM_DEGREE,
@@ -98,16 +99,16 @@ class ChebyshevHistory(ResidualHistory):
             if any(predicted is r.residual for r in records):
                 predicted = predicted.clone()  # never hand out a stored record the caller could modify in place
             return predicted
-        weights = chebyshev_weights([r.step for r in records], step, self.degree, self.ridge_lambda, self.step_span)
+        weights = [self.blend * w for w in
+                   chebyshev_weights([r.step for r in records], step, self.degree, self.ridge_lambda, self.step_span)]
+        if self.blend < 1:  # the Newton term is linear in its records too: its weights are it applied to unit vectors
+            units = torch.eye(len(records) - tail, dtype=torch.float64)
+            newton = extrapolate_residual([(r.step, u) for r, u in zip(records[tail:], units)], step, self.order)
+            for index, weight in enumerate(newton.tolist(), start=tail):
+                weights[index] += (1.0 - self.blend) * weight
         forecast = torch.zeros(records[0].residual.shape, dtype=torch.float32, device=device)
-        newton_points = []
-        for index, (record, weight) in enumerate(zip(records, weights)):
-            residual = self._on(record, device)
-            forecast.add_(residual, alpha=self.blend * weight)
-            if index >= tail and self.blend < 1:
-                newton_points.append((record.step, residual.float()))
-        if newton_points:
-            forecast.add_(extrapolate_residual(newton_points, step, self.order), alpha=1.0 - self.blend)
+        for record, weight in zip(records, weights):
+            forecast.add_(self._on(record, device), alpha=weight)
         return forecast.to(dtype)
 
 
