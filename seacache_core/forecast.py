@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory, extrapolate_residual
 
 # Spectrum's published setting (docs/spectrum.md): Chebyshev degree M, ridge lambda, the step count its time map
@@ -18,10 +19,8 @@ SPECTRUM_STEP_SPAN = 50
 SPECTRUM_WARMUP = 5
 SPECTRUM_WINDOW = 2
 SPECTRUM_ALPHA = 0.75
-# Residuals one ChebyshevHistory keeps by default: every computed step of a 35-step run at 3x or more (11.7 calls;
-# Spectrum's own schedule computes 12 of 35), so at the speeds the forecast is for its fit is Spectrum's fit over
-# all computed steps, while memory stays at 12 residuals per branch (docs/spectrum.md, "Memory").
-DEFAULT_CAPACITY = 12
+DEFAULT_CAPACITY = SeaCacheConfig.chebyshev_capacity  # residuals kept by default (why 12: SeaCacheConfig)
+CENTRES = ("none", "mean", "newton")  # what the ridge fits (forecast_weights)
 
 
 def chebyshev_weights(steps: Sequence[int], step: int, degree: int, ridge_lambda: float,
@@ -66,7 +65,7 @@ class ChebyshevHistory(ResidualHistory):
 
     def __init__(self, order: int, residual_storage: str = "compute", *, degree: int = SPECTRUM_DEGREE,
                  ridge_lambda: float = SPECTRUM_RIDGE_LAMBDA, blend: float = 0.5, capacity: int = DEFAULT_CAPACITY,
-                 step_span: float = SPECTRUM_STEP_SPAN) -> None:
+                 step_span: float = SPECTRUM_STEP_SPAN, centre: str = "none") -> None:
         super().__init__(order, residual_storage)
         if isinstance(order, bool) or not isinstance(order, int) or not 0 <= order <= 2:
             raise ValueError(f"order must be an integer in 0..2, got {order!r}")
@@ -81,35 +80,65 @@ class ChebyshevHistory(ResidualHistory):
                              f"got {capacity!r}")
         if not isinstance(step_span, (int, float)) or not math.isfinite(step_span) or step_span <= 0:
             raise ValueError(f"step_span must be a finite number > 0, got {step_span!r}")
+        if centre not in CENTRES:
+            raise ValueError(f"centre must be one of {CENTRES}, got {centre!r}")
         self.degree = degree
         self.ridge_lambda = float(ridge_lambda)
         self.blend = float(blend)
         self.capacity = capacity
         self.step_span = step_span
+        self.centre = centre
 
     def predict(self, step: int, device, dtype: torch.dtype) -> torch.Tensor:
         """Forecast residual at `step`, on `device` in `dtype` (float32 arithmetic on `device`)."""
         if not self._records:
             raise ValueError("ChebyshevHistory.predict needs at least one recorded residual")
         records = list(self._records)
-        tail = len(records) - min(len(records), self.order + 1)  # first record the Newton term reads
         if self.blend == 0:
+            tail = len(records) - min(len(records), self.order + 1)  # first record the Newton term reads
             predicted = extrapolate_residual([(r.step, self._on(r, device)) for r in records[tail:]], step,
                                              self.order).to(dtype)
             if any(predicted is r.residual for r in records):
                 predicted = predicted.clone()  # never hand out a stored record the caller could modify in place
             return predicted
-        weights = [self.blend * w for w in
-                   chebyshev_weights([r.step for r in records], step, self.degree, self.ridge_lambda, self.step_span)]
-        if self.blend < 1:  # the Newton term is linear in its records too: its weights are it applied to unit vectors
-            units = torch.eye(len(records) - tail, dtype=torch.float64)
-            newton = extrapolate_residual([(r.step, u) for r, u in zip(records[tail:], units)], step, self.order)
-            for index, weight in enumerate(newton.tolist(), start=tail):
-                weights[index] += (1.0 - self.blend) * weight
+        weights = forecast_weights([r.step for r in records], step, self.order, self.degree, self.ridge_lambda,
+                                   self.blend, self.step_span, self.centre)
         forecast = torch.zeros(records[0].residual.shape, dtype=torch.float32, device=device)
         for record, weight in zip(records, weights):
             forecast.add_(self._on(record, device), alpha=weight)
         return forecast.to(dtype)
+
+
+def newton_weights(steps: Sequence[int], step: int, order: int) -> list[float]:
+    """Weights `n` with `sum(n[k] * y[k])` = `extrapolate_residual` through (steps[k], y[k]) at `step` (only the last
+    `order + 1` are nonzero): the extrapolation applied to unit vectors, in its own float32 arithmetic."""
+    tail = len(steps) - min(len(steps), order + 1)
+    units = torch.eye(len(steps) - tail, dtype=torch.float64)
+    newton = extrapolate_residual([(s, u) for s, u in zip(steps[tail:], units)], step, order)
+    return [0.0] * tail + newton.tolist()
+
+
+def forecast_weights(steps: Sequence[int], step: int, order: int, degree: int, ridge_lambda: float, blend: float,
+                     step_span: float, centre: str = "none") -> list[float]:
+    """Weights `w` with `sum(w[k] * y[k])` = `ChebyshevHistory`'s forecast at `step` from records (steps[k], y[k]):
+    `blend` times the Chebyshev ridge fit plus `1 - blend` times the Newton extrapolation of `order`.
+
+    `centre` is what the ridge fits (docs/spectrum.md, "Centring"): "none" the records themselves, as Spectrum
+    does, which shrinks the fit toward zero (its weights sum to less than 1); "mean" their deviations from their
+    mean, added back; "newton" their deviations from the Newton polynomial through the last `order + 1` records,
+    added back, so the forecast is the Newton extrapolation plus `blend` times the ridge fit of what it misses. Both
+    centred fits reproduce a constant history exactly (weights summing to 1)."""
+    if centre not in CENTRES:
+        raise ValueError(f"centre must be one of {CENTRES}, got {centre!r}")
+    fit = chebyshev_weights(steps, step, degree, ridge_lambda, step_span)
+    newton = newton_weights(steps, step, order)
+    if centre == "mean":
+        shift = (1.0 - sum(fit)) / len(steps)
+        fit = [c + shift for c in fit]
+    elif centre == "newton":  # fit(y - P(steps)) + P(step), P the Newton polynomial: P(steps[k]) = N[k] . y
+        at_records = [newton_weights(steps, s, order) for s in steps]
+        fit = [c - sum(fit[k] * at_records[k][j] for k in range(len(steps))) + newton[j] for j, c in enumerate(fit)]
+    return [blend * c + (1.0 - blend) * n for c, n in zip(fit, newton)]
 
 
 def spectrum_schedule(num_steps: int, warmup: int = SPECTRUM_WARMUP, window: float = SPECTRUM_WINDOW,
