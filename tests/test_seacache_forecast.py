@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from seacache_core.extrapolate import ResidualHistory, extrapolate_residual
-from seacache_core.forecast import DEFAULT_CAPACITY, ChebyshevHistory, chebyshev_weights, spectrum_schedule
+from seacache_core.forecast import (
+    DEFAULT_CAPACITY, ChebyshevHistory, chebyshev_weights, forecast_weights, newton_weights, spectrum_schedule,
+)
 
 COMPUTED = [0, 1, 2, 3, 4, 6, 8, 11, 15, 20, 25, 31]  # Spectrum's computed calls of a 35-step run (N 2, alpha 0.75)
 
@@ -100,6 +102,44 @@ def test_weights_depend_on_steps_only_and_match_spectrum_schedule_figures():
         chebyshev_weights([], 3, 4, 0.1)
 
 
+@pytest.mark.parametrize("centre", ["mean", "newton"])
+@pytest.mark.parametrize("blend", [0.5, 1.0])
+def test_centred_fits_keep_a_constant_history_where_the_plain_ridge_shrinks_it(centre, blend):
+    for steps, at in ((COMPUTED, 33), ([0, 1, 2, 3, 4], 5), ([2, 7], 9)):
+        assert sum(forecast_weights(steps, at, 2, 4, 0.1, blend, 35, centre)) == pytest.approx(1.0, abs=1e-6)
+    assert sum(forecast_weights(COMPUTED, 33, 2, 4, 0.1, 1.0, 35, "none")) == pytest.approx(0.9094, abs=1e-4)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("centre", ["mean", "newton"])
+def test_centred_forecast_is_the_base_plus_the_ridge_fit_of_the_deviations(order, centre):
+    """"mean": the records' mean plus the ridge fit of their deviations from it; "newton": the Newton polynomial
+    through the last order + 1 records plus the fit of the deviations from it at every record; each blended with
+    the Newton extrapolation (written out here with Spectrum's per-element ridge solution)."""
+    gen = torch.Generator().manual_seed(7 + order)
+    residuals = [torch.randn(3, 4, generator=gen, dtype=torch.float64) for _ in COMPUTED]
+    target, blend, span = 34, 0.5, 35
+    newton = lambda at: extrapolate_residual(list(zip(COMPUTED, residuals)), at, order).double()  # noqa: E731
+    if centre == "mean":
+        base, base_at = [torch.stack(residuals).mean(0)] * len(COMPUTED), torch.stack(residuals).mean(0)
+    else:
+        base, base_at = [newton(s) for s in COMPUTED], newton(target)
+    deviations = [r - b for r, b in zip(residuals, base)]
+    fit = base_at + _ridge_reference(COMPUTED, deviations, target, 4, 0.1, span)
+    expected = blend * fit + (1 - blend) * newton(target)
+    history = _filled(ChebyshevHistory(order, blend=blend, step_span=span, centre=centre), COMPUTED,
+                      lambda s: residuals[COMPUTED.index(s)])
+    torch.testing.assert_close(history.predict(target, "cpu", torch.float64), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_newton_weights_are_the_extrapolation_of_unit_vectors():
+    assert newton_weights([3, 5, 6, 9], 10, 1) == pytest.approx([0, 0, -1 / 3, 4 / 3])
+    assert newton_weights([3, 5, 6, 9], 10, 0) == [0, 0, 0, 1.0]
+    assert newton_weights([4], 10, 2) == [1.0]
+    with pytest.raises(ValueError, match="centre"):
+        forecast_weights([1, 2], 3, 1, 1, 0.1, 0.5, 35, "median")
+
+
 @pytest.mark.parametrize("order", [0, 1, 2])
 def test_blend_zero_is_newton_bit_for_bit(order):
     gen = torch.Generator().manual_seed(order)
@@ -186,7 +226,7 @@ def test_predict_never_returns_a_stored_tensor(blend):
 @pytest.mark.parametrize("kwargs", [
     {"order": 3}, {"order": -1}, {"degree": -1}, {"degree": 2.0}, {"ridge_lambda": -0.1},
     {"ridge_lambda": float("nan")}, {"blend": 1.5}, {"blend": -0.1}, {"capacity": 4},
-    {"capacity": 2, "degree": 0, "order": 2}, {"step_span": 0}, {"residual_storage": "disk"},
+    {"capacity": 2, "degree": 0, "order": 2}, {"step_span": 0}, {"residual_storage": "disk"}, {"centre": "median"},
 ])
 def test_bad_settings_raise(kwargs):
     kwargs = {"order": 1, **kwargs}

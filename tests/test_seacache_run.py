@@ -96,6 +96,7 @@ def test_chebyshev_forecaster_fits_every_computed_step_over_the_runs_own_steps()
     history = run.states["uncond"].history
     assert type(history) is ChebyshevHistory and len(history) == 5
     assert (history.step_span, history.capacity, history.blend, history.ridge_lambda, history.degree) == (12, 12, 1.0, 0.0, 4)
+    assert history.centre == "newton" and history.order == 1
     newton_run, newton_errors = _cubic_run(SeaCacheConfig(**base))
     assert type(newton_run.states["cond"].history) is ResidualHistory and newton_run.stats.ran == 5
     assert max(newton_errors) > 0.5
