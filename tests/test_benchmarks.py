@@ -87,6 +87,16 @@ def test_bench_quality_speedup_quick():
     assert len(rows) == 2 and all("| 2.00x (2.00-2.00) | 2/2 |" in row for row in rows)  # 8 steps, 4 stack runs
 
 
+def test_bench_quality_forecast_quick():
+    out = bench("bench_quality.py", "--quick", "--forecast", "--proxies", "natural", "--targets", "3", "--gate", "sea_same_sigma")
+    header = "| proxy, shift | target | newton, cap kept | newton, cap lifted | chebyshev:0.5, cap kept |"
+    assert header in out
+    # 8 steps at 3x: the cap of 2 allows 8 / 4 = 2x (steps 0 and 7 forced, and 3 and 6 after two reuses each); lifted
+    # (to 6: the free steps 1..6 all reuse) the run makes the whole count nearest the target, 3 runs: 8 / 3 = 2.67x
+    row = next(line for line in out.splitlines() if line.startswith("| natural s10 | 3x |"))
+    assert row.count("(2.00x)") == 3 and row.count("(2.67x)") == 3
+
+
 def test_gpu_check_smoke_writes_one_results_file(tmp_path):
     results = tmp_path / "results.md"
     run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)])
