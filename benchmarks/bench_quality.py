@@ -488,7 +488,7 @@ def forecast_sweep(jobs: dict[str, Job], pairs: range, gate: str, variants, targ
 
 def forecast_table(rows: list[dict], steps: int, gate: str) -> str:
     """Per proxy/shift and target, each variant's geometric-mean error and mean achieved speed, one column per
-    (variant, cap mode)."""
+    (variant, cap mode); then per target each column's paired error ratio against the first column."""
     columns = list(dict.fromkeys((r["variant"], r["cap"]) for r in rows))
     cells: dict[tuple, str] = {}
     for r in rows:
@@ -504,6 +504,21 @@ def forecast_table(rows: list[dict], steps: int, gate: str) -> str:
     ]
     for section, target in dict.fromkeys((r["section"], r["target"]) for r in rows):
         lines.append(f"| {section} | {target:g}x | " + " | ".join(cells[(section, target, v, c)] for v, c in columns) + " |")
+    errors = {(r["section"], r["target"], r["variant"], r["cap"]): r["error"] for r in rows}
+    first = columns[0]
+    lines += ["", f"Per target, over every proxy/shift and pair: error / error of {first[0]}, cap {first[1]} (geometric "
+              "mean of per-pair ratios [95% CI], pairs where the column is lower)",
+              "| target | " + " | ".join(f"{v}, cap {c}" for v, c in columns[1:]) + " |",
+              "| ---: | " + " | ".join("---:" for _ in columns[1:]) + " |"]
+    for target in dict.fromkeys(r["target"] for r in rows):
+        sections = list(dict.fromkeys(r["section"] for r in rows if r["target"] == target))
+        ratios = []
+        for v, c in columns[1:]:
+            a = [e for section in sections for e in errors[(section, target, v, c)]]
+            b = [e for section in sections for e in errors[(section, target, *first)]]
+            g, lo, hi, lower = paired_ratio(a, b)
+            ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{len(a)}")
+        lines.append(f"| {target:g}x | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
 
