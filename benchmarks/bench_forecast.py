@@ -26,9 +26,9 @@ if __package__ in (None, ""):  # entry point run as a file: the repository root 
 
 from benchmarks.memory_plan import generator_tokens  # noqa: E402
 from cosmos3 import Cosmos3Config  # noqa: E402
-from seacache_core import ResidualHistory  # noqa: E402
+from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun  # noqa: E402
 from seacache_core.forecast import (  # noqa: E402
-    SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, ChebyshevHistory, chebyshev_weights, spectrum_schedule,
+    SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, ChebyshevHistory, chebyshev_weights, forecast_weights, spectrum_schedule,
 )
 
 SIZES = ((832, 480, 93), (1280, 720, 189))
@@ -39,10 +39,14 @@ QUICK_SHAPE = (1, 256, 64)
 
 
 def histories(storage: str) -> dict[str, ResidualHistory]:
-    """The histories compared: Newton orders 1 and 2, and the Chebyshev forecast at blends 1, 0.5 and 0."""
+    """The histories compared: Newton orders 1 and 2, the Chebyshev forecast at blends 1, 0.5 and 0, and the one
+    SeaCache Apply's residual_order "chebyshev" runs on Cosmos3 (SeaCacheRun.new_history)."""
+    run = SeaCacheRun(SeaCacheConfig(forecaster="chebyshev", order=2), [1.0 - i / STEPS for i in range(STEPS + 1)])
+    run.config.residual_storage = storage
     return {
         "newton order 1": ResidualHistory(1, storage),
         "newton order 2": ResidualHistory(2, storage),
+        "seacache chebyshev (order 2)": run.new_history(),
         "chebyshev blend 1": ChebyshevHistory(1, storage, blend=1.0),
         "chebyshev blend 0.5 (order 1)": ChebyshevHistory(1, storage, blend=0.5),
         "chebyshev blend 0 (order 1)": ChebyshevHistory(1, storage, blend=0.0),
@@ -59,7 +63,7 @@ def memory_table() -> None:
         tokens = generator_tokens(config, width, height, frames)
         residual = tokens * config.hidden_size * 2
         for name, history in histories("compute").items():
-            if name.startswith("chebyshev blend 0"):
+            if name.startswith(("chebyshev blend 0", "seacache")):
                 continue  # same records as blend 1
             kept = history.capacity
             print(f"| {width}x{height}x{frames} | {tokens:,} | {residual / MIB:,.1f} | "
@@ -92,6 +96,9 @@ def predict_costs(shape, device: torch.device, repeats: int) -> None:
     weights_ms = _median_ms(
         lambda: chebyshev_weights(computed, target, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA), repeats, device)
     print(f"  host solve of the {len(computed)} weights alone: {weights_ms * 1e3:8.1f} us")
+    centred_ms = _median_ms(lambda: forecast_weights(computed, target, 2, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, 0.5,
+                                                     STEPS, "newton"), repeats, device)
+    print(f"  host weights of the seacache chebyshev (Newton-centred, order 2): {centred_ms * 1e3:8.1f} us")
     gen = torch.Generator().manual_seed(0)
     residuals = [torch.randn(shape, generator=gen).to(device=device, dtype=torch.bfloat16) for _ in computed]
     for storage in ("compute", "cpu"):

@@ -57,9 +57,8 @@ class ChebyshevHistory(ResidualHistory):
     Storage, replacement of a repeated step, dropping on a shape change and CPU offload are `ResidualHistory`'s;
     only the number of records kept (`capacity`) and the prediction differ. At most `capacity` residuals are held
     (`buffers_allocated` host buffers with "cpu" storage). Both terms are linear in the records, so a prediction
-    is one weighted sum: the weights come from the step indices on the host (`chebyshev_weights`, and
-    `extrapolate_residual` applied to unit vectors for the Newton term, in float32), then the records move to
-    `device` one at a time and accumulate into one float32 tensor, returned in `dtype`. `blend` 0 is exactly
+    is one weighted sum: the weights come from the step indices on the host (`forecast_weights`), then the records
+    move to `device` one at a time and accumulate into one float32 tensor, returned in `dtype`. `blend` 0 is exactly
     `ResidualHistory(order).predict` (the Newton arithmetic on the records themselves).
     """
 
@@ -110,12 +109,21 @@ class ChebyshevHistory(ResidualHistory):
 
 
 def newton_weights(steps: Sequence[int], step: int, order: int) -> list[float]:
-    """Weights `n` with `sum(n[k] * y[k])` = `extrapolate_residual` through (steps[k], y[k]) at `step` (only the last
-    `order + 1` are nonzero): the extrapolation applied to unit vectors, in its own float32 arithmetic."""
+    """Weights `n` with `sum(n[k] * y[k])` = `extrapolate_residual` through (steps[k], y[k]) at `step`: the same
+    polynomial through the last `order + 1` records, in Lagrange form on host floats (the others weigh 0); one
+    record, or a repeated step, gives the last record, as there."""
     tail = len(steps) - min(len(steps), order + 1)
-    units = torch.eye(len(steps) - tail, dtype=torch.float64)
-    newton = extrapolate_residual([(s, u) for s, u in zip(steps[tail:], units)], step, order)
-    return [0.0] * tail + newton.tolist()
+    points = [float(s) for s in steps[tail:]]
+    if len(points) == 1 or len(set(points)) != len(points):
+        return [0.0] * (len(steps) - 1) + [1.0]
+    weights = []
+    for j, at_j in enumerate(points):
+        weight = 1.0
+        for k, at_k in enumerate(points):
+            if k != j:
+                weight *= (step - at_k) / (at_j - at_k)
+        weights.append(weight)
+    return [0.0] * tail + weights
 
 
 def forecast_weights(steps: Sequence[int], step: int, order: int, degree: int, ridge_lambda: float, blend: float,

@@ -132,10 +132,16 @@ def test_centred_forecast_is_the_base_plus_the_ridge_fit_of_the_deviations(order
     torch.testing.assert_close(history.predict(target, "cpu", torch.float64), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_newton_weights_are_the_extrapolation_of_unit_vectors():
-    assert newton_weights([3, 5, 6, 9], 10, 1) == pytest.approx([0, 0, -1 / 3, 4 / 3])
-    assert newton_weights([3, 5, 6, 9], 10, 0) == [0, 0, 0, 1.0]
-    assert newton_weights([4], 10, 2) == [1.0]
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_newton_weights_weigh_the_records_as_the_extrapolation_does(order):
+    steps = [3, 5, 6, 9]
+    records = [torch.randn(5, generator=torch.Generator().manual_seed(s), dtype=torch.float64) for s in steps]
+    for at in (10, 12, 4):
+        weighted = sum(w * r for w, r in zip(newton_weights(steps, at, order), records))
+        torch.testing.assert_close(weighted, extrapolate_residual(list(zip(steps, records)), at, order).double(),
+                                   rtol=1e-5, atol=1e-5)
+    assert newton_weights(steps, 10, 1) == pytest.approx([0, 0, -1 / 3, 4 / 3])
+    assert newton_weights([4], 10, 2) == [1.0] and newton_weights([2, 4, 4], 10, 2) == [0.0, 0.0, 1.0]
     with pytest.raises(ValueError, match="centre"):
         forecast_weights([1, 2], 3, 1, 1, 0.1, 0.5, 35, "median")
 
