@@ -85,10 +85,10 @@ class SeaCacheConfig:
             Share of the Chebyshev fit in the forecast, the rest the Newton extrapolation of `order` (Spectrum's w):
             `1` the fit alone, `0` the extrapolation alone.
         chebyshev_capacity (`int`, defaults to `12`):
-            Computed steps the fit reads, kept per branch (at least `max(order, chebyshev_degree) + 1`): every
-            computed step of a 35-step run at 3x or more (11.7 calls; Spectrum's own schedule computes 12 of 35),
-            so where the forecaster is for its fit is Spectrum's fit over all computed steps, while memory stays
-            at 12 residuals per branch (docs/spectrum.md, "Memory").
+            Computed steps the fit reads, kept per branch (at least `max(order, chebyshev_degree) + 1`). 12 holds
+            every computed step of a 35-step run at 3x or more (11.7 calls; Spectrum's own schedule computes 12 of
+            35), so at those speeds the fit reads all of them, as Spectrum's does, while memory stays at 12
+            residuals per branch (docs/spectrum.md, "Memory").
     """
 
     threshold: float = 0.13

@@ -131,7 +131,7 @@ def forecast_weights(steps: Sequence[int], step: int, order: int, degree: int, r
     """Weights `w` with `sum(w[k] * y[k])` = `ChebyshevHistory`'s forecast at `step` from records (steps[k], y[k]):
     `blend` times the Chebyshev ridge fit plus `1 - blend` times the Newton extrapolation of `order`.
 
-    `centre` is what the ridge fits (docs/spectrum.md, "Centring"): "none" the records themselves, as Spectrum
+    `centre` is what the ridge fits (docs/spectrum.md, "Time map and centring"): "none" the records themselves, as Spectrum
     does, which shrinks the fit toward zero (its weights sum to less than 1); "mean" their deviations from their
     mean, added back; "newton" their deviations from the Newton polynomial through the last `order + 1` records,
     added back, so the forecast is the Newton extrapolation plus `blend` times the ridge fit of what it misses. Both
