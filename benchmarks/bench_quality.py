@@ -26,6 +26,9 @@ target and paired ratios (geometric mean and 95 % interval over the pairs, pairs
     python -m benchmarks.bench_quality --merge a.json b.json
     # the speedup setting against the threshold mode at the same full calls (targets 1.5, 1.8, 2.0; --merge as above)
     python -m benchmarks.bench_quality --speedup --gate sea_same_sigma --save s.json
+    # the forecasters at speed targets 2, 3 and 4, the cap lifted, kept and off (docs/quality.md, "The forecaster
+    # under a speed target")
+    python -m benchmarks.bench_quality --forecast --caps lifted kept none --proxies natural --pairs 6 --first-pair 6 --gate sea_same_sigma
 
 Every gate runs through ``seacache_core.SeaCacheRun`` (the code that ships); evenly spaced skipping uses
 the same residual history and extrapolation. Euler flow sampler, cond and uncond batched in one call.
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import time
@@ -42,9 +46,12 @@ import time
 import torch
 
 from cosmos3 import reference_sigmas
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_core.forecast import ChebyshevHistory
 from seacache_testing import quality_proxy as proxy
 from seacache_testing.pair_stats import bracketed, geometric_mean, interpolated, matched, paired_ratio
 from seacache_testing.proxy_jobs import Job
+from seacache_testing.seacache_host import SeaCachedCosmos3
 
 SHIFTS = (3.0, 5.0, 10.0)
 SPEEDUP = 1.8  # the published operating point: full calls = steps / 1.8
@@ -270,6 +277,113 @@ def speed_table(rows: list[dict], steps: int, gate: str, order: int) -> str:
     return "\n".join(lines)
 
 
+FORECAST_TARGETS = (2.0, 3.0, 4.0)
+FORECAST_VARIANTS = ("newton", "chebyshev:0.5", "chebyshev:1")
+CAP_MODES = ("kept", "lifted")
+
+
+class DesignRun(SeaCacheRun):
+    """Benchmark-only: a run whose Chebyshev histories use another time map (``step_span``, None: the run's steps)
+    or centring (``centre``, None: the shipped one) than ``SeaCacheRun.new_history`` gives them."""
+
+    def __init__(self, config: SeaCacheConfig, sigmas, step_span: float | None = None, centre: str | None = None):
+        super().__init__(config, sigmas)
+        self.step_span, self.centre = step_span, centre
+
+    def new_history(self):
+        history = super().new_history()
+        if isinstance(history, ChebyshevHistory):
+            history.step_span = history.step_span if self.step_span is None else self.step_span
+            history.centre = history.centre if self.centre is None else self.centre
+        return history
+
+
+def forecast_variant(name: str) -> tuple[dict, dict]:
+    """(config fields, DesignRun options) of a variant named "newton" or "chebyshev:BLEND" with optional further
+    ":"-separated parts: "spanN" (the time map spans N steps), "none" / "mean" / "newton" (the centring), "oK" (the
+    Newton order K; default the Cosmos3 seam's 2), "degM", "lamL", "capK" (the fit's degree, ridge lambda and
+    residuals kept)."""
+    forecaster, *parts = name.split(":")
+    config, design = dict(forecaster=forecaster, order=2), {}
+    if forecaster == "chebyshev":
+        config["chebyshev_blend"] = float(parts.pop(0))
+    for part in parts:
+        if part.startswith("span"):
+            design["step_span"] = float(part[4:])
+        elif part in ("none", "mean", "newton"):
+            design["centre"] = part
+        elif part.startswith("o"):
+            config["order"] = int(part[1:])
+        elif part.startswith(("deg", "lam", "cap")):
+            field = {"deg": "chebyshev_degree", "lam": "chebyshev_lambda", "cap": "chebyshev_capacity"}[part[:3]]
+            config[field] = float(part[3:]) if part[:3] == "lam" else int(part[3:])
+        else:
+            raise ValueError(f"unknown part {part!r} of forecast variant {name!r}")
+    return config, design
+
+
+def forecast_sweep(jobs: dict[str, Job], pairs: range, gate: str, variants, targets, caps, log=print) -> list[dict]:
+    """Per job, speed target, variant and cap mode ("kept": the configured cap of 2; "lifted": as far as the target
+    needs; "none": no cap): each pair's full calls and error (relative L2 of the final latent vs uncached)."""
+    logging.getLogger("seacache_core.speed").setLevel(logging.ERROR)  # the kept cap's out-of-reach targets: expected
+    rows = []
+    start = time.time()
+    for name, job in jobs.items():
+        sigmas = reference_sigmas(job.steps, job.shift)
+        section = [dict(section=name, target=t, variant=v, cap=c, full=[], error=[])
+                   for t in targets for v in variants for c in caps]
+        for p in pairs:
+            reference = job.sample(p)
+            for row in section:
+                fields, design = forecast_variant(row["variant"])
+                config = SeaCacheConfig(gate=gate, speedup=row["target"], speed_lifts_cap=row["cap"] == "lifted",
+                                        max_consecutive=-1 if row["cap"] == "none" else 2, **fields)
+                run = DesignRun(config, sigmas, **design)
+                x = job.sample(p, SeaCachedCosmos3(job.model, run))
+                row["full"].append(run.stats.ran)
+                row["error"].append(float((x - reference).norm() / reference.norm()))
+                run.release()
+        rows += section
+        log(f"{name} done ({time.time() - start:.0f} s)")
+    return rows
+
+
+def forecast_table(rows: list[dict], steps: int, gate: str) -> str:
+    """Per proxy/shift and target, each variant's geometric-mean error and mean achieved speed, one column per
+    (variant, cap mode); then per target each column's paired error ratio against the first column."""
+    columns = list(dict.fromkeys((r["variant"], r["cap"]) for r in rows))
+    cells: dict[tuple, str] = {}
+    for r in rows:
+        speed = sum(steps / f for f in r["full"]) / len(r["full"])
+        cells[(r["section"], r["target"], r["variant"], r["cap"])] = f"{geometric_mean(r['error']):.4f} ({speed:.2f}x)"
+    pairs = len(rows[0]["error"])
+    lines = [
+        f"SeaCache forecasters under a speed target on the trained proxies: {pairs} prompt/seed pairs, {steps} steps, "
+        f"{LABELS[gate]} gate; error = relative L2 of the final latent vs uncached, geometric mean over pairs "
+        "(mean achieved speed); cap kept: max_consecutive 2; lifted: as far as the target needs",
+        "| proxy, shift | target | " + " | ".join(f"{v}, cap {c}" for v, c in columns) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in columns) + " |",
+    ]
+    for section, target in dict.fromkeys((r["section"], r["target"]) for r in rows):
+        lines.append(f"| {section} | {target:g}x | " + " | ".join(cells[(section, target, v, c)] for v, c in columns) + " |")
+    errors = {(r["section"], r["target"], r["variant"], r["cap"]): r["error"] for r in rows}
+    first = columns[0]
+    lines += ["", f"Per target, over every proxy/shift and pair: error / error of {first[0]}, cap {first[1]} (geometric "
+              "mean of per-pair ratios [95% CI], pairs where the column is lower)",
+              "| target | " + " | ".join(f"{v}, cap {c}" for v, c in columns[1:]) + " |",
+              "| ---: | " + " | ".join("---:" for _ in columns[1:]) + " |"]
+    for target in dict.fromkeys(r["target"] for r in rows):
+        sections = list(dict.fromkeys(r["section"] for r in rows if r["target"] == target))
+        ratios = []
+        for v, c in columns[1:]:
+            a = [e for section in sections for e in errors[(section, target, v, c)]]
+            b = [e for section in sections for e in errors[(section, target, *first)]]
+            g, lo, hi, lower = paired_ratio(a, b)
+            ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{len(a)}")
+        lines.append(f"| {target:g}x | " + " | ".join(ratios) + " |")
+    return "\n".join(lines)
+
+
 def make_jobs(proxies: list[str], shifts, steps: int) -> dict[str, Job]:
     """One job per proxy and shift, named "synthetic s3" etc."""
     jobs = {}
@@ -321,6 +435,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="the speedup setting against the threshold mode at the same speed, at these targets "
                              f"(default {' '.join(map(str, SPEED_TARGETS))}; gate from --gate, order from --order)")
     parser.add_argument("--order", type=int, default=2, help="residual order of --speedup")
+    parser.add_argument("--forecast", nargs="*", default=None, metavar="VARIANT",
+                        help="the forecasters at --targets under a speed target, the cap kept and lifted (default "
+                             f"{' '.join(FORECAST_VARIANTS)}; see forecast_variant; gate from --gate)")
+    parser.add_argument("--targets", nargs="+", type=float, default=list(FORECAST_TARGETS), help="speeds of --forecast")
+    parser.add_argument("--caps", nargs="+", default=list(CAP_MODES), choices=(*CAP_MODES, "none"),
+                        help="cap modes of --forecast")
+    parser.add_argument("--first-pair", type=int, default=0, help="number of the first prompt/seed pair (held-out pairs)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     pairs = args.pairs or (2 if args.quick else 24)
@@ -329,7 +450,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cfg = {f"{n} s{s:g}": proxy.SOURCES[n].cfg for n in proxy.SOURCES for s in shifts}
     if args.merge:
         rows = merge_rows(args.merge)
-        if "target" in rows[0]:  # rows of --speedup
+        if "variant" in rows[0]:  # rows of --forecast
+            print(forecast_table(rows, steps, args.gate))
+        elif "target" in rows[0]:  # rows of --speedup
             print(speed_table(rows, steps, args.gate, args.order))
         else:
             print(table(rows, {r["section"]: steps for r in rows}, cfg))
@@ -358,16 +481,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return []
     index, count = (int(v) for v in args.shard.split("/"))
     log = (lambda *a: None) if args.quick else (lambda *a: print(*a, flush=True))
+    chosen = range(args.first_pair + index, args.first_pair + pairs, count)
+    if args.forecast is not None:
+        rows = forecast_sweep(jobs, chosen, args.gate, args.forecast or FORECAST_VARIANTS, args.targets, args.caps, log)
+        if args.save:
+            with open(args.save, "w") as f:
+                json.dump(rows, f)
+        print(forecast_table(rows, steps, args.gate))
+        return rows
     if args.speedup is not None:
         grid = SPEED_GRID[::4] if args.quick else SPEED_GRID
-        rows = speed_sweep(jobs, range(index, pairs, count), args.gate, args.order, args.speedup or SPEED_TARGETS, grid, log)
+        rows = speed_sweep(jobs, chosen, args.gate, args.order, args.speedup or SPEED_TARGETS, grid, log)
         if args.save:
             with open(args.save, "w") as f:
                 json.dump(rows, f)
         print(speed_table(rows, steps, args.gate, args.order))
         return rows
     thresholds = {name: QUICK_THRESHOLDS for name in jobs} if args.quick else thresholds_of(jobs, args.thresholds, log)
-    rows = sweep(jobs, range(index, pairs, count), thresholds, log)
+    rows = sweep(jobs, chosen, thresholds, log)
     if args.save:
         with open(args.save, "w") as f:
             json.dump(rows, f)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .sea_filter import GATES
 
 RESIDUAL_STORAGES = ("compute", "cpu")
+FORECASTERS = ("newton", "chebyshev")
 
 
 def _is_int(value) -> bool:
@@ -66,6 +67,28 @@ class SeaCacheConfig:
             Target stack speedup of the run (calls / ran). From 1 on, a controller sets the threshold at every
             step so that the run reaches this speedup by its end (`seacache_core.speed`) and `threshold` is unused;
             below 1 (`0` by default) no speedup is asked for and `threshold` decides.
+        speed_lifts_cap (`bool`, defaults to `True`):
+            With a `speedup` target that `warmup_steps`, `end_steps`, `max_consecutive` and the reuse window leave
+            out of reach, the run raises its cap on reuses in a row just as far as the target needs (the smallest
+            cap from `max_consecutive` up that reaches it, else no cap) and its report says so; `max_consecutive`
+            0 (never reuse) is kept. `False` keeps the cap, and the run falls short of the target.
+        forecaster (`str`, defaults to `"newton"`):
+            How a reused step's residual is predicted: `"newton"` the Newton extrapolation of `order` through the
+            last `order + 1` computed steps; `"chebyshev"` Spectrum's Chebyshev ridge regression over the last
+            `chebyshev_capacity` computed steps, blended with that extrapolation
+            (`seacache_core.forecast.ChebyshevHistory`; docs/spectrum.md).
+        chebyshev_degree (`int`, defaults to `4`):
+            Highest Chebyshev polynomial of the fit (Spectrum's M).
+        chebyshev_lambda (`float`, defaults to `0.1`):
+            Ridge penalty of the fit (Spectrum's lambda).
+        chebyshev_blend (`float`, defaults to `0.5`):
+            Share of the Chebyshev fit in the forecast, the rest the Newton extrapolation of `order` (Spectrum's w):
+            `1` the fit alone, `0` the extrapolation alone.
+        chebyshev_capacity (`int`, defaults to `12`):
+            Computed steps the fit reads, kept per branch (at least `max(order, chebyshev_degree) + 1`). 12 holds
+            every computed step of a 35-step run at 3x or more (11.7 calls; Spectrum's own schedule computes 12 of
+            35), so at those speeds the fit reads all of them, as Spectrum's does, while memory stays at 12
+            residuals per branch (docs/spectrum.md, "Memory").
     """
 
     threshold: float = 0.13
@@ -78,6 +101,12 @@ class SeaCacheConfig:
     gate: str = "sea_same_sigma"
     sound_weight: float = 1.0
     speedup: float = 0.0
+    speed_lifts_cap: bool = True
+    forecaster: str = "newton"
+    chebyshev_degree: int = 4
+    chebyshev_lambda: float = 0.1
+    chebyshev_blend: float = 0.5
+    chebyshev_capacity: int = 12
 
     def __post_init__(self) -> None:
         self.validate()
@@ -110,15 +139,36 @@ class SeaCacheConfig:
         if not _is_number(self.speedup) or not 0 <= self.speedup <= 100:
             raise ValueError(f"speedup must be a number in 0..100 (below 1: off, the threshold decides), "
                              f"got {self.speedup!r}")
+        if not isinstance(self.speed_lifts_cap, bool):
+            raise ValueError(f"speed_lifts_cap must be True or False, got {self.speed_lifts_cap!r}")
+        if self.forecaster not in FORECASTERS:
+            raise ValueError(f"forecaster must be one of {FORECASTERS}, got {self.forecaster!r}")
+        if not _is_int(self.chebyshev_degree) or self.chebyshev_degree < 0:
+            raise ValueError(f"chebyshev_degree must be an integer >= 0, got {self.chebyshev_degree!r}")
+        if not _is_number(self.chebyshev_lambda) or not math.isfinite(self.chebyshev_lambda) or self.chebyshev_lambda < 0:
+            raise ValueError(f"chebyshev_lambda must be a finite number >= 0, got {self.chebyshev_lambda!r}")
+        if not _is_number(self.chebyshev_blend) or not 0 <= self.chebyshev_blend <= 1:
+            raise ValueError(f"chebyshev_blend must be a number in [0, 1] (1 = the Chebyshev fit alone, 0 = the "
+                             f"Newton extrapolation alone), got {self.chebyshev_blend!r}")
+        least = max(self.order, self.chebyshev_degree) + 1
+        if not _is_int(self.chebyshev_capacity) or self.chebyshev_capacity < least:
+            raise ValueError(f"chebyshev_capacity must be an integer >= max(order, chebyshev_degree) + 1 = {least}, "
+                             f"got {self.chebyshev_capacity!r}")
 
     @property
     def speed_target(self) -> float | None:
         """The run's target speedup, None when the threshold decides (``speedup`` below 1)."""
         return float(self.speedup) if self.speedup >= 1 else None
 
+    @property
+    def residuals_kept(self) -> int:
+        """Residuals one branch's history holds at most: `order + 1` for the Newton extrapolation,
+        `chebyshev_capacity` for the Chebyshev forecast."""
+        return self.chebyshev_capacity if self.forecaster == "chebyshev" else self.order + 1
+
     def history_bytes(self, residual_numel: int, element_size: int) -> int:
-        """Compute-device bytes one branch's residual history holds at most: `order + 1` residuals of
+        """Compute-device bytes one branch's residual history holds at most: `residuals_kept` residuals of
         `residual_numel` elements (none when the history lives on the CPU). Memory planners add it per branch."""
         if self.residual_storage == "cpu":
             return 0
-        return (self.order + 1) * residual_numel * element_size
+        return self.residuals_kept * residual_numel * element_size

@@ -14,8 +14,9 @@ and calls the plan did not foresee (repeats, off-schedule evaluations, fallbacks
 Host floats only, so a run's decisions are deterministic. The plan uses every call the budget allows, so reuse
 spreads over the run the way a fixed threshold spreads it, in proportion to the measured distances.
 
-Where the forced computes alone need more calls than the target allows, the controller reuses wherever it may,
-warns once per run and says so in the report.
+Where the forced computes alone need more calls than the target allows, the run first lifts its cap on reuses in a
+row as far as the target needs (``SeaCacheConfig.speed_lifts_cap``; :meth:`SpeedController.reaches` is its test);
+where even that is not enough, the controller reuses wherever it may, warns once per run and says so in the report.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class SpeedController:
         self.shape: list[float] | None = None
         self._tracks: dict[tuple, _CallTrack] = {}
         self.best: float | None = None  # the highest speedup the forced computes allow (known after the first call)
+        self.lifted_cap: tuple[int, int] | None = None  # (configured, run's) cap on reuses in a row, when lifted
         self.short = False  # the sampler's extra evaluations left the target out of reach (warned once)
 
     def set_schedule(self, flow_sigmas) -> None:
@@ -90,13 +92,15 @@ class SpeedController:
                 for k in range(step + 1, num_steps)]
 
     def _plan(self, threshold: float, step: int, num_steps: int, accumulated: float, consecutive: int,
-              ahead: list[float]) -> int:
+              ahead: list[float], forced: Callable[[int, int], bool] | None = None) -> int:
         """Stack runs the gate's rule makes from ``step`` to the end at ``threshold``: ``accumulated`` is this
-        step's accumulated distance (+inf computes it), ``ahead[k - step - 1]`` the distance predicted for step k."""
+        step's accumulated distance (+inf computes it), ``ahead[k - step - 1]`` the distance predicted for step k;
+        ``forced`` replaces the run's rule."""
+        forced = self.forced if forced is None else forced
         ran = 0
         for k in range(step, num_steps):
             if k > step:
-                if self.forced(k, consecutive):
+                if forced(k, consecutive):
                     ran, accumulated, consecutive = ran + 1, 0.0, 0
                     continue
                 accumulated += ahead[k - step - 1]
@@ -106,15 +110,25 @@ class SpeedController:
                 ran, accumulated, consecutive = ran + 1, 0.0, 0
         return ran
 
+    def reach(self, num_steps: int, forced: Callable[[int, int], bool] | None = None) -> float:
+        """The highest speedup the forced computes (the run's, or ``forced``) allow over ``num_steps`` steps: every
+        step they leave free reuses, except step 0 (no history yet)."""
+        ran = self._plan(math.inf, 0, num_steps, math.inf, 0, [0.0] * num_steps, forced)
+        return num_steps / max(ran, 1)
+
+    def reaches(self, num_steps: int, forced: Callable[[int, int], bool] | None = None) -> bool:
+        """Whether the forced computes (the run's, or ``forced``) allow the target over ``num_steps`` steps."""
+        return self.target <= self.reach(num_steps, forced) * (1.0 + 1e-9)
+
     def _check_reachable(self, num_steps: int) -> None:
         """Once per run: the highest speedup the forced computes allow; warn when the target lies above it."""
         if self.best is not None:
             return
-        ran = self._plan(math.inf, 0, num_steps, math.inf, 0, [0.0] * num_steps)  # step 0 always computes (no history)
-        self.best = num_steps / max(ran, 1)
+        self.best = self.reach(num_steps)
         if self.target > self.best * (1.0 + 1e-9):
-            logger.warning("SeaCache: speedup %.2fx is out of reach; warmup, end and max_consecutive leave at most "
-                           "%.2fx over %d steps (lower the target or relax them).", self.target, self.best, num_steps)
+            logger.warning("SeaCache: speedup %.2fx is out of reach; warmup, end, max_consecutive and the reuse window "
+                           "leave at most %.2fx over %d steps (lower the target or relax them).", self.target, self.best,
+                           num_steps)
 
     def threshold(self, call: tuple[Hashable, ...], step: int, num_steps: int, accumulated: float,
                   consecutive: int) -> float:
@@ -164,8 +178,12 @@ class SpeedController:
         """One line for the report: the target, what the run reached, and whether the forced computes allowed it."""
         reached = calls / ran if ran else 1.0
         line = f"speedup target {self.target:.2f}x, reached {reached:.2f}x"
+        if self.lifted_cap is not None:
+            configured, lifted = self.lifted_cap
+            line += (f"; max_consecutive lifted from {configured} to {'no cap' if lifted == -1 else lifted} "
+                     "for this target")
         if self.best is not None and self.target > self.best * (1.0 + 1e-9):
-            line += (f" (out of reach: warmup, end and max_consecutive allow at most {self.best:.2f}x; "
+            line += (f" (out of reach: warmup, end, max_consecutive and the reuse window allow at most {self.best:.2f}x; "
                      "lower the target or relax them)")
         elif self.short:
             line += " (out of reach: the sampler's extra evaluations per step always compute; lower the target)"

@@ -61,6 +61,12 @@ def test_bench_gate_smoke():
     assert "decide" in out and "gain build" in out and "one batched call per step (batch 2):" in out
 
 
+def test_bench_forecast_quick():
+    out = run([sys.executable, "-m", "benchmarks.bench_forecast", "--quick"])
+    assert "| 1280x720x189 | 44,160 | 345.0 | chebyshev | 12 | 4,140.0 | 8,280.0 |" in out
+    assert "cpu     chebyshev blend 0.5 (order 1)  12 records" in out
+
+
 def test_bench_cosmos3_smoke():
     out = bench("bench_cosmos3", "--smoke")
     assert "text K/V cache on" in out and "streamed" in out and "naive" in out
@@ -100,6 +106,16 @@ def test_bench_quality_speedup_quick():
     assert "| proxy, shift | target | achieved | pairs within 10 % |" in out
     rows = [line for line in out.splitlines() if line.startswith(("| natural s10 | 2x", "| synthetic s10 | 2x"))]
     assert len(rows) == 2 and all("| 2.00x (2.00-2.00) | 2/2 |" in row for row in rows)  # 8 steps, 4 stack runs
+
+
+def test_bench_quality_forecast_quick():
+    out = bench("bench_quality", "--quick", "--forecast", "--proxies", "natural", "--targets", "3", "--gate", "sea_same_sigma")
+    header = "| proxy, shift | target | newton, cap kept | newton, cap lifted | chebyshev:0.5, cap kept |"
+    assert header in out
+    # 8 steps at 3x: the cap of 2 allows 8 / 4 = 2x (steps 0 and 7 forced, and 3 and 6 after two reuses each); lifted
+    # (to 6: the free steps 1..6 all reuse) the run makes the whole count nearest the target, 3 runs: 8 / 3 = 2.67x
+    row = next(line for line in out.splitlines() if line.startswith("| natural s10 | 3x |"))
+    assert row.count("(2.00x)") == 3 and row.count("(2.67x)") == 3
 
 
 def test_gpu_check_smoke_writes_one_results_file(tmp_path):

@@ -138,6 +138,21 @@ def test_load_time_estimate_counts_seacache_history(tiny, monkeypatch):
     assert "memory_required" not in vars(tiny.model.model)  # the estimate is shadowed for that call only
 
 
+def test_load_time_estimate_counts_the_chebyshev_history(tiny, monkeypatch):
+    """residual_order chebyshev keeps 12 residuals per branch, and the memory ComfyUI frees counts all of them; with
+    cpu storage none of them is on the device."""
+    asked = []
+    load = tiny.ns.mm.load_models_gpu
+    monkeypatch.setattr(tiny.ns.mm, "load_models_gpu", lambda models, memory_required=0, **kw: (asked.append(memory_required), load(models, memory_required=memory_required, **kw))[1])
+    tiny.sample(tiny.model, steps=1)
+    tiny.sample(tiny.seacache(residual_order="chebyshev"), steps=1)
+    tiny.sample(tiny.seacache(residual_order="chebyshev", residual_storage="cpu"), steps=1)
+    cfg = tiny.model.model.diffusion_model.config
+    residual = cfg.token_count(3, 4, 4) * cfg.hidden_size * 4  # SIZE 64x64x9 -> latent 3x4x4, fp32
+    assert asked[1] - asked[0] == pytest.approx(2 * 12 * residual)  # cond + uncond
+    assert asked[2] == asked[0]
+
+
 def test_attention_overrides_apply_to_cosmos3(tiny):
     """An attention-override node's function (``optimized_attention_override``) runs every generator attention,
     receives grouped K/V unrepeated where this ComfyUI supports it, and gives the same result as without it."""

@@ -1,6 +1,8 @@
 """SeaCache Apply/Stats in a real ComfyUI (needs COMFYUI_PATH): skipping, exactness, run isolation, batching,
 split cond/uncond, multi-evaluation samplers, failures, re-application, wrong models, torch.compile, the UI."""
 
+import sys
+
 import pytest
 import torch
 
@@ -241,6 +243,23 @@ def test_auto_residual_order_is_two_on_cosmos3(tiny):
     auto = tiny.seacache(residual_order="auto")
     assert order(auto) == 2 and order(tiny.seacache(residual_order="1")) == 1
     assert torch.equal(tiny.sample(auto, steps=STEPS), tiny.sample(tiny.seacache(residual_order="2"), steps=STEPS))
+
+
+def test_chebyshev_residual_order_forecasts_every_reused_call(tiny, monkeypatch):
+    """residual_order "chebyshev" blends the Chebyshev fit with the seam's Newton order (2 on Cosmos3), and every
+    reused call's residual comes from a Chebyshev history whose time map spans the run; here under a speed target
+    whose cap gave way (12 steps at 3x: cap 3)."""
+    forecast = sys.modules[f"{tiny.pack.__name__}.seacache_core.forecast"]
+    spans, predict = [], forecast.ChebyshevHistory.predict
+    monkeypatch.setattr(forecast.ChebyshevHistory, "predict",
+                        lambda self, *args: spans.append(self.step_span) or predict(self, *args))
+    patched = tiny.seacache(residual_order="chebyshev", speedup=3.0, gate="sea same-sigma")
+    config = patched.model_options["transformer_options"]["seacache_settings"].config
+    assert (config.forecaster, config.order) == ("chebyshev", 2)
+    tiny.sample(patched, steps=STEPS)
+    report = last_report(patched)
+    assert report["speedup"] == 3.0 and "max_consecutive lifted from 2 to 3" in report["summary"]
+    assert spans and len(spans) % report["reused"] == 0 and set(spans) == {STEPS}
 
 
 def test_gate_input_selects_the_same_sigma_gate(tiny):

@@ -27,9 +27,19 @@ def test_speedup_two_reaches_its_target(tiny):
     assert "(speedup target 2x)" in summary and "speedup target 2.00x, reached" in summary
 
 
-def test_unreachable_speedup_is_reported(tiny, caplog):
-    patched = tiny.seacache(speedup=4.0)  # max_consecutive 2 leaves at most 12 / 5 = 2.4x
+def test_the_cap_gives_way_to_a_speedup_it_would_block(tiny, caplog):
+    """max_consecutive 2 leaves at most 12 / 5 = 2.4x; 4x lifts it to 5 (two computes in the ten free steps), and the
+    run reaches the target and says so."""
+    patched = tiny.seacache(speedup=4.0)
     tiny.sample(patched, steps=STEPS)
     report = patched.model_options["transformer_options"]["seacache_settings"].last_run
-    assert report["speedup"] == STEPS / 5 and "out of reach" in report["summary"]
+    assert report["speedup"] == 4.0 and "max_consecutive lifted from 2 to 5 for this target" in report["summary"]
+    assert not any("out of reach" in r.getMessage() for r in caplog.records)
+
+
+def test_unreachable_speedup_is_reported(tiny, caplog):
+    patched = tiny.seacache(speedup=4.0, warmup_steps=6)  # 6 warmup + 1 end leave at most 12 / 7 = 1.71x, any cap
+    tiny.sample(patched, steps=STEPS)
+    report = patched.model_options["transformer_options"]["seacache_settings"].last_run
+    assert report["speedup"] == STEPS / 7 and "out of reach" in report["summary"] and "to no cap" in report["summary"]
     assert any("out of reach" in r.getMessage() for r in caplog.records)

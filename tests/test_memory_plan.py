@@ -122,19 +122,23 @@ def test_text_kv_bytes_match_the_real_cache():
     assert text_kv_bytes(NANO, [512, 512]) == 36 * 2 * 2 * 8 * 512 * 128 * 2
 
 
-@pytest.mark.parametrize("order", [0, 1, 2])
-def test_history_bytes_match_a_full_session(order):
+@pytest.mark.parametrize("forecaster, order", [("newton", 0), ("newton", 1), ("newton", 2), ("chebyshev", 1),
+                                               ("chebyshev", 2)])
+def test_history_bytes_match_a_full_session(forecaster, order):
     config = Cosmos3Config(**TINY)
-    tokens, steps = 24, 6
+    cache = SeaCacheConfig(gate="sea", threshold=0.0, order=order, forecaster=forecaster)
+    tokens, steps = 24, cache.residuals_kept + 2  # long enough to fill the history
     sigmas = reference_sigmas(steps, 5.0)
-    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.0, order=order), sigmas)
+    session = SeaCacheRun(cache, sigmas)
     latent = torch.randn(2, 48, 3, 4, 4)
     for i in range(steps):
         hidden = torch.randn(2, tokens, config.hidden_size, dtype=torch.bfloat16)
         session.run(lambda h: h * 1.5, hidden, latent, float(sigmas[i]), ["cond", "uncond"])
     stored = [r for key in ("cond", "uncond") for _, r in session.states[key].history.records]
     measured = sum(r.numel() * r.element_size() for r in stored)
-    assert measured == 2 * SeaCacheConfig(order=order).history_bytes(tokens * config.hidden_size, 2)  # 2 branches, bf16
+    assert len(stored) == 2 * (12 if forecaster == "chebyshev" else order + 1)
+    assert measured == 2 * cache.history_bytes(tokens * config.hidden_size, 2)  # 2 branches, bf16
+    assert SeaCacheConfig(order=order, forecaster=forecaster, residual_storage="cpu").history_bytes(100, 2) == 0
 
 
 def test_activation_estimate_formula():

@@ -13,7 +13,16 @@ def test_defaults_are_seacache_applys():
     assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.13, 1, 2, 1, 1)
     assert c.power is None and c.residual_storage == "compute"
     assert c.gate == "sea_same_sigma" and c.sound_weight == 1.0
-    assert c.speedup == 0.0 and c.speed_target is None
+    assert c.speedup == 0.0 and c.speed_target is None and c.speed_lifts_cap is True
+    assert c.forecaster == "newton" and c.residuals_kept == 2
+
+
+def test_chebyshev_defaults_are_spectrums_published_setting():
+    from seacache_core.forecast import DEFAULT_CAPACITY, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA
+
+    c = SeaCacheConfig(forecaster="chebyshev")
+    assert (c.chebyshev_degree, c.chebyshev_lambda) == (SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA)
+    assert c.chebyshev_capacity == DEFAULT_CAPACITY == c.residuals_kept == 12
 
 
 def test_the_node_writes_no_default_of_its_own():
@@ -55,6 +64,16 @@ def test_the_node_writes_no_default_of_its_own():
         ("gate", "none"),
         ("sound_weight", -0.5),
         ("sound_weight", float("nan")),
+        ("speed_lifts_cap", 1),
+        ("forecaster", "taylor"),
+        ("chebyshev_degree", -1),
+        ("chebyshev_degree", 2.0),
+        ("chebyshev_lambda", -0.1),
+        ("chebyshev_lambda", float("inf")),
+        ("chebyshev_blend", 1.5),
+        ("chebyshev_blend", True),
+        ("chebyshev_capacity", 4),  # the fit of degree 4 needs 5
+        ("chebyshev_capacity", 12.0),
     ],
 )
 def test_invalid_raises_naming_parameter(name, value):
@@ -71,6 +90,9 @@ def test_validate_after_mutation():
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"max_consecutive": -1}, {"max_consecutive": 0},
                                     {"power": 2.5}, {"residual_storage": "cpu"}, {"order": 0}, {"order": 2},
-                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}, {"sound_weight": 0}])
+                                    {"gate": "sea"}, {"gate": "sea_same_sigma"}, {"sound_weight": 0},
+                                    {"forecaster": "chebyshev", "chebyshev_degree": 0, "chebyshev_capacity": 3, "order": 2},
+                                    {"chebyshev_blend": 0}, {"chebyshev_blend": 1}, {"chebyshev_lambda": 0},
+                                    {"speed_lifts_cap": False}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

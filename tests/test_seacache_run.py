@@ -67,3 +67,36 @@ def test_report_carries_stats_and_run_parameters():
     assert (report["status"], report["threshold"], report["steps"]) == ("failed", 0.5, 8)
     assert report["calls"] == 8 and report["reused"] == s.stats.reused and len(report["records"]) == 8
     assert report["summary"] == s.stats.summary()
+
+
+def _cubic_run(config, steps=12):
+    """A run whose stack adds a residual cubic in the step index (the same latent every step, so every free step
+    reuses at a high threshold); returns the run and each step's output error."""
+    sigmas = [1 - i / steps for i in range(steps + 1)]
+    cubic = lambda s: 0.5 + 0.1 * s - 0.02 * s**2 + 0.003 * s**3  # noqa: E731
+    run = SeaCacheRun(config, sigmas)
+    latent = torch.ones(2, 4, 3, 8, 8)
+    errors = []
+    for step in range(steps):
+        out = run.run(lambda h: h + cubic(step), torch.zeros(2, 6), latent, sigmas[step], ["cond", "uncond"])
+        errors.append(float((out - cubic(step)).abs().max()))
+    return run, errors
+
+
+def test_chebyshev_forecaster_fits_every_computed_step_over_the_runs_own_steps():
+    """With the ridge off and the fit alone, five computed steps forecast a cubic residual seven steps ahead exactly
+    (degree 4, up to float32 rounding of large extrapolation weights); the Newton extrapolation through the last two
+    misses by far more. Each branch's history is the configured Chebyshev one, its time map spanning the run."""
+    from seacache_core.extrapolate import ResidualHistory
+    from seacache_core.forecast import ChebyshevHistory
+
+    base = dict(gate="sea", threshold=1e9, max_consecutive=-1, warmup_steps=5, end_steps=0)
+    run, errors = _cubic_run(SeaCacheConfig(**base, forecaster="chebyshev", chebyshev_lambda=0.0, chebyshev_blend=1.0))
+    assert run.stats.ran == 5 and max(errors) < 1e-2
+    history = run.states["uncond"].history
+    assert type(history) is ChebyshevHistory and len(history) == 5
+    assert (history.step_span, history.capacity, history.blend, history.ridge_lambda, history.degree) == (12, 12, 1.0, 0.0, 4)
+    assert history.centre == "newton" and history.order == 1
+    newton_run, newton_errors = _cubic_run(SeaCacheConfig(**base))
+    assert type(newton_run.states["cond"].history) is ResidualHistory and newton_run.stats.ran == 5
+    assert max(newton_errors) > 0.5

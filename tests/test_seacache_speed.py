@@ -1,6 +1,7 @@
 """The speedup setting: the controller that sets the gate's threshold to reach a target speedup
 (seacache_core/speed.py)."""
 
+import dataclasses
 import logging
 import math
 
@@ -79,13 +80,87 @@ def test_decisions_are_deterministic():
 
 
 def test_unreachable_target_reuses_what_it_may_and_says_so(caplog):
-    config = SeaCacheConfig(speedup=3.0, max_consecutive=1)  # 1 warmup + 1 end + every other step: at most ~1.9x
+    # 1 warmup + 1 end + every other step: at most ~1.9x, with the cap kept
+    config = SeaCacheConfig(speedup=3.0, max_consecutive=1, speed_lifts_cap=False)
     with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
         session = _run(config, _latents(_u_profile()))
     best = session.stats.speedup
     assert "".join("R" if r.decision == "reused" else "c" for r in session.stats.records)[1:-1] == "Rc" * 16 + "R"
     assert sum("out of reach" in r.message for r in caplog.records) == 1
     assert f"at most {best:.2f}x" in session.report("completed")["summary"]
+
+
+def _most_calls(steps, warmup, end, cap):
+    """Stack runs of a run whose every free step reuses: warmup and end compute, and in between one step in
+    ``cap + 1`` (step 0 computes in any case: no history)."""
+    free = steps - warmup - end
+    return max(warmup, 1) + end + (0 if cap == -1 else free // (cap + 1))
+
+
+def _lifted_cap(steps, warmup, end, cap, target):
+    """The smallest cap from ``cap`` up whose runs can reach ``target``, -1 if none (by counting, not planning)."""
+    for c in [*range(cap, steps + 1), -1]:
+        if steps / _most_calls(steps, warmup, end, c) >= target:
+            return c
+    return -1
+
+
+@pytest.mark.parametrize("target", [2.0, 2.7, 3.0, 3.5, 4.0, 5.0, 8.0, 30.0])
+@pytest.mark.parametrize("warmup, end, cap", [(1, 1, 2), (1, 1, 1), (2, 3, 2), (4, 1, 3)])
+def test_the_cap_gives_way_just_as_far_as_the_target_needs(target, warmup, end, cap):
+    config = SeaCacheConfig(speedup=target, warmup_steps=warmup, end_steps=end, max_consecutive=cap)
+    run = SeaCacheRun(config, torch.linspace(0.9, 0.05, STEPS + 1))
+    assert run.max_consecutive == _lifted_cap(STEPS, warmup, end, cap, target)
+    kept = SeaCacheRun(dataclasses.replace(config, speed_lifts_cap=False), torch.linspace(0.9, 0.05, STEPS + 1))
+    assert kept.max_consecutive == cap
+
+
+@pytest.mark.parametrize("target, cap", [(3.0, 3), (4.0, 4)])
+def test_a_lifted_cap_reaches_three_and_four_times(target, cap, caplog):
+    """The default cap of 2 leaves at most 35 / 13 = 2.69x; the run lifts it to the smallest that allows the target,
+    reaches the target, reuses at most that many steps in a row, warns of nothing and says what it lifted."""
+    with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
+        session = _run(SeaCacheConfig(speedup=target), _latents(_u_profile()))
+    assert session.max_consecutive == cap and session.stats.ran == math.floor(STEPS / target + 0.5)
+    decisions = "".join("R" if r.decision == "reused" else "c" for r in session.stats.records)
+    assert "R" * (cap + 1) not in decisions and "R" * cap in decisions
+    forced = [r for r in session.stats.records if r.reason == "max_consecutive"]
+    assert all(decisions[r.step - cap : r.step] == "R" * cap for r in forced)
+    summary = session.report("completed")["summary"]
+    assert f"max_consecutive lifted from 2 to {cap} for this target" in summary and "out of reach" not in summary
+    assert not caplog.records
+
+
+def test_a_reachable_target_keeps_the_cap_and_its_decisions():
+    latents = _latents(_u_profile())
+    lifting, keeping = (_run(SeaCacheConfig(speedup=2.0, speed_lifts_cap=lifts), latents) for lifts in (True, False))
+    assert lifting.max_consecutive == 2 and lifting.speed.lifted_cap is None
+    assert [(r.decision, r.accumulated) for r in lifting.stats.records] == \
+        [(r.decision, r.accumulated) for r in keeping.stats.records]
+    assert "lifted" not in lifting.report("completed")["summary"]
+
+
+def test_a_target_out_of_reach_without_any_cap_lifts_it_all_and_says_both(caplog):
+    config = SeaCacheConfig(speedup=3.0, warmup_steps=20)  # 20 warmup + 1 end of 35 steps: at most 35 / 21 = 1.67x
+    with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
+        session = _run(config, _latents(_u_profile()))
+    assert session.max_consecutive == -1 and session.stats.ran == 21
+    summary = session.report("completed")["summary"]
+    assert "max_consecutive lifted from 2 to no cap" in summary and "at most 1.67x" in summary
+    assert sum("out of reach" in r.message for r in caplog.records) == 1
+
+
+def test_a_cap_of_zero_is_never_lifted():
+    session = _run(SeaCacheConfig(speedup=3.0, max_consecutive=0), _latents(_u_profile()))
+    assert session.max_consecutive == 0 and session.stats.reused == 0
+
+
+def test_the_reuse_window_counts_in_the_lift():
+    """Reuse only in steps 10..29: 15 computes outside, and one in every cap + 1 of the 20 inside; cap 2 allows
+    35 / 21 = 1.67x, cap 6 is the first that allows 2x (35 / 17 = 2.06x)."""
+    session = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), reuse_steps=range(10, 30))
+    assert session.max_consecutive == 6
+    assert all(10 <= r.step < 30 for r in session.stats.records if r.decision == "reused")
 
 
 def test_speedup_off_keeps_the_threshold_rule():

@@ -20,6 +20,8 @@ from .settings import SETTINGS_OPTION, SeaCacheSettings
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 STORAGE_CHOICES = {"compute device": "compute", "cpu": "cpu"}
 GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
+ORDER_CHOICES = ("auto", "0", "1", "2", "chebyshev")  # "chebyshev": the forecaster over the seam's auto order
+SEAM_ORDER = ("auto", "chebyshev")  # the choices whose Newton order is the seam's
 GATE_BEFORE_INPUT = "sea"  # the gate of API prompts saved before the `gate` input existed (1.0.0)
 DEFAULTS = SeaCacheConfig()  # the widgets' defaults: their one home is seacache_core/config.py
 # Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
@@ -71,7 +73,7 @@ class SeaCacheApply(io.ComfyNode):
             inputs=[
                 io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
                 io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; 0.25 with gate sea."),
-                io.Combo.Input("residual_order", options=["auto", "0", "1", "2"], default="auto", tooltip="Extrapolation of a skipped step: 0 repeat, 1 linear, 2 quadratic; auto = 2 on Cosmos3, 1 elsewhere.", **EXPERT),
+                io.Combo.Input("residual_order", options=list(ORDER_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto = 2 on Cosmos3 else 1; chebyshev fits 12 computed steps.", **EXPERT),
                 io.Int.Input("max_consecutive", default=DEFAULTS.max_consecutive, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
                 io.Int.Input("warmup_steps", default=DEFAULTS.warmup_steps, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
                 io.Int.Input("end_steps", default=DEFAULTS.end_steps, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
@@ -80,7 +82,7 @@ class SeaCacheApply(io.ComfyNode):
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default=choice_label(POWER_CHOICES, DEFAULTS.power), tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
                 io.Combo.Input("residual_storage", options=list(STORAGE_CHOICES), default=choice_label(STORAGE_CHOICES, DEFAULTS.residual_storage), tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
                 io.Combo.Input("gate", options=list(GATE_CHOICES), default=choice_label(GATE_CHOICES, DEFAULTS.gate), optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
-                io.Float.Input("speedup", default=DEFAULTS.speedup, min=0.0, max=5.0, step=0.05, optional=True, tooltip="Target stack speedup (calls / stack runs), 1-5, reached by steering the threshold per step; below 1 = off"),
+                io.Float.Input("speedup", default=DEFAULTS.speedup, min=0.0, max=5.0, step=0.05, optional=True, tooltip="Target stack speedup 1-5, steered per step, lifting max_consecutive if needed; below 1 = off (the threshold decides)."),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
@@ -90,7 +92,8 @@ class SeaCacheApply(io.ComfyNode):
     def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate=choice_label(GATE_CHOICES, GATE_BEFORE_INPUT), speedup=DEFAULTS.speedup):
         config = SeaCacheConfig(
             threshold=threshold,
-            order=1 if residual_order == "auto" else int(residual_order),
+            order=1 if residual_order in SEAM_ORDER else int(residual_order),
+            forecaster="chebyshev" if residual_order == "chebyshev" else "newton",
             max_consecutive=max_consecutive,
             warmup_steps=warmup_steps,
             end_steps=end_steps,
@@ -101,4 +104,4 @@ class SeaCacheApply(io.ComfyNode):
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))
-        return io.NodeOutput(apply_seacache(model, settings, auto_order=residual_order == "auto"))
+        return io.NodeOutput(apply_seacache(model, settings, auto_order=residual_order in SEAM_ORDER))
