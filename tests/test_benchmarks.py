@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,14 @@ def test_soak_short_on_a_real_server(comfyui_path):
               comfyui=True, timeout=1200)
     assert "soak PASSED" in out and " 0 wrong []" in out
     assert "retune" in out  # the cached-sampler case was queued
+
+
+def test_trace_call_keeps_one_call_path_short(comfyui_path):
+    """benchmarks/trace_call.py traces a reused and a computed call of the tiny Cosmos3 through ComfyUI; the path of
+    one call stays within the budget the one-path design set (about 25 SeaCache functions in at most 6 files)."""
+    out = bench("trace_call", "--steps", "8", comfyui=True)
+    counts = {kind: tuple(int(n) for n in re.search(rf"{kind} \(step \d+\) call: (\d+) distinct SeaCache functions in "
+                                                    rf"(\d+) files, (\d+) SeaCache frames deep", out).groups())
+              for kind in ("reused", "computed")}
+    for functions, files, depth in counts.values():
+        assert 0 < functions <= 30 and 0 < files <= 6 and 0 < depth <= 10, out
