@@ -191,3 +191,13 @@ def test_trace_call_keeps_one_call_path_short(comfyui_path):
               for kind in ("reused", "computed")}
     for functions, files, depth in counts.values():
         assert 0 < functions <= 30 and 0 < files <= 6 and 0 < depth <= 10, out
+
+
+def test_reference_runs_quick_compares_against_its_own_hashes(comfyui_path, tmp_path):
+    """Two runs hashed, saved, and compared with a second run of the same commit: every hash repeats."""
+    saved = tmp_path / "hashes.json"
+    first = bench("reference_runs", "--quick", "--save", str(saved), comfyui=True)
+    assert [line.split(":")[0] for line in first.splitlines() if line.startswith("cosmos3/")] == ["cosmos3/defaults", "cosmos3/paper"]
+    hashes = json.loads(saved.read_text())
+    assert all(len(line.split()[0]) == 16 and "calls=12" in line for line in hashes.values())
+    assert "2 runs compared, 0 differ" in bench("reference_runs", "--quick", "--compare", str(saved), comfyui=True)
