@@ -23,9 +23,13 @@ How Cache-DiT is enabled (its transformer-only interface, no pipeline object):
   pipeline passes ``return_dict=False`` (TypeError: ``__patch_transformer_forward__() got an unexpected keyword
   argument 'return_dict'``, Cache-DiT 1.5.1 to 1.5.3). So the call here leaves ``return_dict`` out and accepts
   either form.
-- F8B8 needs more than 16 decoder layers: on a shorter stack Cache-DiT refuses it ("Fn_compute_blocks 8 must be
-  less than the number of transformer blocks N", an AssertionError). The proxies have 3 layers, the tiny model 2;
-  the table says so, and runs F1B1 at 0.12 (front and back layer always computed) as F8B8's shape on a short stack.
+- F8B8 reuses layers only on a stack of more than 16; on fewer than 8 Cache-DiT refuses it at the first call
+  ("Fn_compute_blocks 8 must be less than the number of transformer blocks N", an AssertionError). The proxies
+  have 3 layers, the tiny model 2; the table says so, and runs F1B1 at 0.12 (front and back layer always computed)
+  as F8B8's shape on a short stack.
+- On a stack this short DBCache has a floor: the front layer runs on every call, so F1B0 with 8 warm-up steps of
+  35 computes at least 8 + 27 / 3 = 17 of 35 full calls on a 3-layer proxy (about 2x); 3x and 4x are out of its
+  reach there, unlike on Cosmos3-Nano's deep stack.
 - Its warm-up default (8 computed steps of 28-50) is scaled to the run: ``round(8 * steps / 35)``.
 - "TaylorSeer alone": Cache-DiT has TaylorSeer only as a calibrator of DBCache, and DBCache computes at least one
   front layer (``Fn_compute_blocks must be >= 1``). TaylorSeer's own schedule (compute every ``interval``-th step
