@@ -12,7 +12,8 @@ call) uncached and with each cache:
 - ``fixed interval``: a fixed set of evenly spaced steps computed (first and last included), the model's
   output-minus-input reused on the others (order 0, Cache-DiT's fixed-interval mode without TaylorSeer), the
   number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
-- the third-party caches installed in ComfyUI's custom_nodes that support the model (``peer_packs.py``).
+- the third-party caches installed in ComfyUI's custom_nodes that support the model (``peer_packs.py``; the Spectrum
+  packs, ``frontier_peers.py``).
 
 Speed is matched by full stack calls (block executions per block of the stack, normalised to the uncached run's
 calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
@@ -317,24 +318,26 @@ def variant(spec: str) -> Method:
 
 
 def peer_methods(ns, model) -> list[Method]:
-    """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
-    from benchmarks import peer_packs
+    """The third-party caches installed in this ComfyUI (``peer_packs``, ``frontier_peers``) that support
+    ``model``, as methods."""
+    from benchmarks import frontier_peers, peer_packs
 
     def applier(peer):
-        return lambda ns, model, value: peer_packs.apply(ns, peer, model, value)
+        return lambda ns, model, value: frontier_peers.apply(ns, peer, model, value)
 
     return [Method(peer.name.lower().replace(" ", "_"), f"{peer.name} ({peer.source})", peer.knob,
                    tuple(v for v in peer.grid if v > 0), applier(peer))
-            for peer in peer_packs.installed(ns) if peer_packs.supports(peer, model)]
+            for peer in frontier_peers.installed_peers(ns) if peer_packs.supports(peer, model)]
 
 
 def peers_line(ns, cells) -> str:
     """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
-    from benchmarks import peer_packs
+    from benchmarks import frontier_peers, peer_packs
 
-    found = peer_packs.installed(ns)
+    found = frontier_peers.installed_peers(ns)
     if not found:
-        return "third-party caches installed in custom_nodes: none (TeaCache, MagCache, First Block Cache looked for)"
+        looked_for = dict.fromkeys(peer.name for peer in (*peer_packs.PEER_CACHES, *frontier_peers.SPECTRUM_PEERS))
+        return f"third-party caches installed in custom_nodes: none ({', '.join(looked_for)} looked for)"
     archs = {cell.arch.name: cell.model for cell in cells}
     ran = {peer.name: [name for name, model in archs.items() if peer_packs.supports(peer, model)] for peer in found}
     return "third-party caches installed: " + "; ".join(
