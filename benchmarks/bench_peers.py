@@ -13,7 +13,7 @@ call) uncached and with each cache:
   output-minus-input reused on the others (order 0, Cache-DiT's fixed-interval mode without TaylorSeer), the
   number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
 - the third-party caches installed in ComfyUI's custom_nodes that support the model
-  (``seacache_testing/peer_packs.py``).
+  (``seacache_testing/peer_packs.py``; the Spectrum packs, ``seacache_testing/spectrum_packs.py``).
 
 Speed is matched by full stack calls (block executions per block of the stack, normalised to the uncached run's
 calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 
 from seacache_testing import peer_packs
-from seacache_testing import proxy_wan
+from seacache_testing import proxy_wan, spectrum_packs
 from seacache_testing import quality_proxy as proxy
 from seacache_testing.pair_stats import geometric_mean
 from seacache_testing.peer_comparison import (
@@ -211,20 +211,22 @@ def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------------------- methods
 def peer_methods(ns, model) -> list[Method]:
-    """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
+    """The third-party caches installed in this ComfyUI (``peer_packs``, ``spectrum_packs``) that support
+    ``model``, as methods."""
     def applier(peer):
-        return lambda ns, model, value: peer_packs.apply(ns, peer, model, value)
+        return lambda ns, model, value: spectrum_packs.apply(ns, peer, model, value)
 
     return [Method(peer.name.lower().replace(" ", "_"), f"{peer.name} ({peer.source})", peer.knob,
                    tuple(v for v in peer.grid if v > 0), applier(peer))
-            for peer in peer_packs.installed(ns) if peer_packs.supports(peer, model)]
+            for peer in spectrum_packs.installed_peers(ns) if peer_packs.supports(peer, model)]
 
 
 def peers_line(ns, cells) -> str:
     """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
-    found = peer_packs.installed(ns)
+    found = spectrum_packs.installed_peers(ns)
     if not found:
-        return "third-party caches installed in custom_nodes: none (TeaCache, MagCache, First Block Cache looked for)"
+        looked_for = dict.fromkeys(peer.name for peer in (*peer_packs.PEER_CACHES, *spectrum_packs.SPECTRUM_PEERS))
+        return f"third-party caches installed in custom_nodes: none ({', '.join(looked_for)} looked for)"
     archs = {cell.arch.name: cell.model for cell in cells}
     ran = {peer.name: [name for name, model in archs.items() if peer_packs.supports(peer, model)] for peer in found}
     return "third-party caches installed: " + "; ".join(
