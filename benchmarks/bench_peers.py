@@ -58,6 +58,7 @@ from seacache_testing.peer_comparison import (
     log_grid,
     metrics,
     natural_frames,
+    pair_of,
     replaced,
     setting_at,
     shipped,
@@ -195,11 +196,6 @@ class WanProxy:
     def frames(self, latent: torch.Tensor) -> torch.Tensor:
         """RGB frames of a final latent (model space)."""
         return natural_frames(latent)
-
-
-def pair_of(data: proxy.ProxyData, pair: int) -> tuple[int, int]:
-    """(class label, noise seed) of prompt/seed pair ``pair``."""
-    return pair % data.classes, 70_000 + pair
 
 
 def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:

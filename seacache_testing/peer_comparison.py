@@ -30,6 +30,12 @@ DEFAULT_METHOD = "seacache"
 DEFAULTS = SeaCacheConfig()  # SeaCache Apply's defaults (the node's widgets read the same dataclass)
 
 
+def pair_of(data, pair: int) -> tuple[int, int]:
+    """(class label, noise seed) of prompt/seed pair ``pair`` of a quality proxy's ``data`` (``ProxyData``): every
+    benchmark that compares caches on the proxies numbers its pairs so."""
+    return pair % data.classes, 70_000 + pair
+
+
 # ----------------------------------------------------------------------------------------------- methods
 @dataclass(frozen=True)
 class Method:

@@ -95,6 +95,16 @@ def test_bench_sound_quick():
         assert f"| {label} |" in out
 
 
+def test_cachedit_cosmos3_quick():
+    """Cache-DiT's settings on the natural proxy in diffusers' Cosmos3: a row each, F8B8 refused on 3 layers."""
+    pytest.importorskip("cache_dit")
+    pytest.importorskip("diffusers")
+    out = bench("cachedit_cosmos3", "--quick")
+    assert "| Cache-DiT setting | full stack calls of 10 |" in out and "| uncached | 10.00 | 0.0000 |" in out
+    assert "| F8B8 @0.12 | - | - | refused: AssertionError: Fn_compute_blocks 8 must be less than" in out
+    assert "| TaylorSeer alone (every 2nd step, order 1) | 7.33 |" in out  # warm-up 2, then every 2nd of 8
+
+
 def test_bench_quality_speedup_quick():
     out = bench("bench_quality", "--quick", "--speedup", "2", "--gate", "sea_same_sigma")
     assert "| proxy, shift | target | achieved | pairs within 10 % |" in out

@@ -1,7 +1,8 @@
-"""Cache-DiT on diffusers' Cosmos3 transformer (benchmarks/cachedit_cosmos3.py), through its own API, on the CPU:
-its DBCache skips decoder layers that this file counts itself, a threshold of 0 reproduces the uncached run
-exactly, a refreshed context repeats a run, F8B8 is refused on a short stack, and the proxy in diffusers' transformer
-samples what the pack's Cosmos3 samples. Skips without cache-dit (requirements-test.txt pins it) or diffusers."""
+"""Cache-DiT on diffusers' Cosmos3 transformer (seacache_testing/cachedit_cosmos3.py, which
+``python -m benchmarks.cachedit_cosmos3`` runs), through its own API, on the CPU: its DBCache skips decoder layers
+that the library counts itself, a threshold of 0 reproduces the uncached run exactly, a refreshed context repeats a
+run, F8B8 is refused on a short stack, and the proxy in diffusers' transformer samples what the pack's Cosmos3
+samples. Skips without cache-dit (requirements-test.txt pins it) or diffusers."""
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 pytest.importorskip("diffusers")
 cache_dit = pytest.importorskip("cache_dit")
 
-from benchmarks import cachedit_cosmos3 as bench  # noqa: E402
+from seacache_testing import cachedit_cosmos3 as bench  # noqa: E402
 
 STEPS = 10
 SHIFT = 5.0
