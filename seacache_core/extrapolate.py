@@ -64,6 +64,7 @@ class ResidualHistory:
         if residual_storage not in RESIDUAL_STORAGES:
             raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {residual_storage!r}")
         self.order = order
+        self.capacity = order + 1  # records kept at most (a subclass may keep more)
         self.residual_storage = residual_storage
         self.buffers_allocated = 0
         self._records: deque[_Record] = deque()
@@ -79,14 +80,14 @@ class ResidualHistory:
         return [(r.step, r.residual) for r in self._records]
 
     def append(self, step: int, residual: torch.Tensor) -> None:
-        """Record the residual of a computed step; the oldest record falls out beyond `order + 1`. A second
+        """Record the residual of a computed step; the oldest record falls out beyond `capacity`. A second
         residual for the newest step (a repeated evaluation at one sigma) replaces that step's record."""
         residual = residual.detach()
         if self._records and self._records[-1].residual.shape != residual.shape:
             self.clear()
         if self._records and self._records[-1].step == int(step):
             self._drop(self._records.pop())
-        if len(self._records) == self.order + 1:
+        if len(self._records) == self.capacity:
             self._drop(self._records.popleft())
         record = _Record(int(step), residual)
         if self.residual_storage == "cpu":

@@ -61,6 +61,12 @@ def test_bench_gate_smoke():
     assert "decide" in out and "gain build" in out and "one batched call per step (batch 2):" in out
 
 
+def test_bench_forecast_quick():
+    out = run([sys.executable, "-m", "benchmarks.bench_forecast", "--quick"])
+    assert "| 1280x720x189 | 44,160 | 345.0 | chebyshev | 12 | 4,140.0 | 8,280.0 |" in out
+    assert "cpu     chebyshev blend 0.5 (order 1)  12 records" in out
+
+
 def test_bench_cosmos3_smoke():
     out = bench("bench_cosmos3", "--smoke")
     assert "text K/V cache on" in out and "streamed" in out and "naive" in out
