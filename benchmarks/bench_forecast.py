@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.memory_plan import generator_tokens  # noqa: E402
-from cosmos3 import Cosmos3Config  # noqa: E402
-from seacache_core import ResidualHistory  # noqa: E402
-from seacache_core.forecast import (  # noqa: E402
+from cosmos3 import Cosmos3Config
+from seacache_core import ResidualHistory
+from seacache_core.forecast import (
     SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, ChebyshevHistory, chebyshev_weights, spectrum_schedule,
 )
+from seacache_testing.memory_plan import generator_tokens
 
 SIZES = ((832, 480, 93), (1280, 720, 189))
 STEPS = 35

@@ -62,7 +62,7 @@ def test_bench_gate_smoke():
 
 
 def test_bench_forecast_quick():
-    out = run([sys.executable, "-m", "benchmarks.bench_forecast", "--quick"])
+    out = bench("bench_forecast", "--quick")
     assert "| 1280x720x189 | 44,160 | 345.0 | chebyshev | 12 | 4,140.0 | 8,280.0 |" in out
     assert "cpu     chebyshev blend 0.5 (order 1)  12 records" in out
 
