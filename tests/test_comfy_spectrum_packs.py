@@ -6,12 +6,13 @@ folder to put it in. On a tiny Wan 2.1 T2V each pack, applied as the peer benchm
 along its flex_window grid (reaching 2x to 4x of 35 calls), gives a finite result that differs from uncached,
 repeats itself, computes every step exactly as uncached at window 1 and alpha 0, and leaves the input MODEL as it
 was; judian17's pack also skips on tiny Qwen-Image, and on Flux and HunyuanVideo where ComfyUI passes
-``img_slice`` (0.33.0; on 0.3.64 its first forecast raises); neither touches this pack's Cosmos3."""
+``img_slice`` (0.33.0; on 0.3.64 its first forecast raises); neither touches this pack's Cosmos3, where the peer
+benchmark's own Spectrum at the generator-stack seam runs instead (its ComfyUI test is here too; it needs no pack)."""
 
 import pytest
 import torch
 
-from seacache_testing import peer_packs, spectrum_packs
+from seacache_testing import peer_packs, spectrum_packs, spectrum_stack
 from seacache_testing import tiny_comfy_models
 from seacache_testing.anymodel_runs import counting_blocks, sample, stack_blocks
 
@@ -147,3 +148,30 @@ def test_spectrum_packs_leave_this_packs_cosmos3_uncached(peers, cosmos3):
             spectrum_packs.apply(comfy, peer, cosmos3.model, 0.75)
         patched = comfy.run_node(peer.node_id, model=cosmos3.model, **peer.inputs(0.75)).outputs[0]
         assert torch.equal(cosmos3.sample(patched, steps=4), plain), peer.name
+
+
+def test_spectrum_stack_method_runs_spectrum_on_this_packs_cosmos3(peers, cosmos3):
+    """Where no pack reaches, bench_peers runs Spectrum at the generator-stack seam (seacache_testing/spectrum_stack.py):
+    through ComfyUI it computes exactly the calls of Spectrum's schedule, forecasts the rest, starts afresh each run,
+    leaves the input MODEL uncached, and with a warm-up covering every step samples exactly as uncached."""
+    from seacache_testing.comfy_runs import LayerCalls
+    from seacache_testing.comfyui_harness import import_pack_module
+
+    steps, alpha = 12, 1.0
+    comfy, model = peers[0], cosmos3.model
+    plain = cosmos3.sample(model, steps=steps, sampler="euler")
+    layers = LayerCalls(model.model.diffusion_model)
+    try:
+        patched = spectrum_stack.spectrum_stack(1.0)(comfy, model, alpha)
+        out = cosmos3.sample(patched, steps=steps, sampler="euler")
+        calls = layers.gen // len(layers.layers)
+        again = cosmos3.sample(patched, steps=steps, sampler="euler")
+    finally:
+        layers.close()
+    assert calls == spectrum_stack.computed_calls(steps, alpha) == 7  # 0-4, 6, 9
+    assert torch.isfinite(out).all() and not torch.equal(out, plain) and torch.equal(again, out)
+    assert torch.equal(cosmos3.sample(model, steps=steps, sampler="euler"), plain)
+    hook = import_pack_module("nodes.cosmos3.diffusion_model").GEN_STACK_WRAPPER
+    never = model.clone()
+    never.add_wrapper_with_key(hook, spectrum_stack.WRAPPER_KEY, spectrum_stack.SpectrumStack(1.0, alpha, warmup=steps))
+    assert torch.equal(cosmos3.sample(never, steps=steps, sampler="euler"), plain)
