@@ -400,15 +400,20 @@ def timing(ns, cell: Cell, methods, settings: dict, pairs, steps: int, repeats: 
 
 # ----------------------------------------------------------------------------------------------- main
 ARCHS = ("cosmos3", "wan")
+PROXY_NAMES = ("cosmos3_natural", "cosmos3_synthetic", "wan")
 
 
 def proxies(quick: bool, archs=ARCHS) -> list:
-    """The proxies compared: the two Cosmos3-architecture proxies and the Wan 2.1 one (``--quick``: the natural ones)."""
+    """The proxies compared: ``cosmos3`` the two Cosmos3-architecture proxies (``--quick``: the natural one), or one of
+    them by name (``cosmos3_natural``, ``cosmos3_synthetic``), and ``wan`` the Wan 2.1 one."""
+    unknown = set(archs) - set(ARCHS) - set(PROXY_NAMES)
+    if unknown:
+        raise SystemExit(f"unknown --archs {sorted(unknown)}: pick from {', '.join(ARCHS + PROXY_NAMES[:2])}")
     found = []
-    if "cosmos3" in archs:
+    if "cosmos3" in archs or "cosmos3_natural" in archs:
         found.append(Cosmos3Proxy(proxy.NATURAL, "Cosmos3 natural", True))
-        if not quick:
-            found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
+    if ("cosmos3" in archs and not quick) or "cosmos3_synthetic" in archs:
+        found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
     if "wan" in archs:
         found.append(WanProxy(proxy.WAN_NATURAL))
     return found
@@ -453,7 +458,9 @@ def main(argv=None) -> None:
                         help="comma-separated full calls of 35 each method is matched at (default: 2x, 3x, 4x)")
     parser.add_argument("--shifts", default=",".join(f"{v:g}" for v in SHIFTS), help="comma-separated shifts")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (t2v, i2v)")
-    parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated architectures (default: {','.join(ARCHS)})")
+    parser.add_argument("--archs", default=",".join(ARCHS),
+                        help=f"comma-separated proxies: cosmos3 (both), cosmos3_natural, cosmos3_synthetic, wan "
+                             f"(default: {','.join(ARCHS)})")
     parser.add_argument("--settings", default=None, metavar="JSON",
                         help="the calibrated settings per cell and method: read when present, else calibrated and written")
     args = parser.parse_args(argv)

@@ -3,8 +3,9 @@ drawn with Pillow from saved rows (``python -m benchmarks.bench_peers --merge ..
 
 Each point is one run of a method at one setting: its speed in calls (the run's steps over the mean full stack calls
 of its pairs) and the geometric-mean error over its pairs, so a curve shows the speeds a method reaches and no
-interpolation. The error axis is logarithmic; dashed lines mark the targets' speeds. A run with no error at all
-(every pair exact) has no place on a log axis and is left out.
+interpolation. The error axis is logarithmic, at most four decades; the speed axis runs from 1x to 5x; dashed lines
+mark the targets' speeds. A run outside the axes (an error over four decades below the largest, or a speed past 5x;
+an exact run has no place on a log axis) is left out. SeaCache's settings are drawn with thicker lines.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from PIL import Image, ImageDraw, ImageFont
 
 from seacache_testing.pair_stats import geometric_mean
 
-PALETTE = ("#1f4e9c", "#d1495b", "#2a9d8f", "#e9a03b", "#6a4c93", "#8c564b", "#43aa8b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf", "#ff7f0e", "#3d405b", "#9a031e")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#000000", "#9edae5", "#f7b6d2", "#c5b0d5")
 MARKERS = ("circle", "square", "triangle", "diamond")
 PANEL = (560, 380)
 MARGIN = dict(left=64, right=16, top=34, bottom=44)
 SPEED_RANGE = (1.0, 5.0)
-
+DECADES = 4  # the error axis spans at most this many decades below the largest error
 
 def curves(rows: list[dict], steps: int) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """Per cell and method the (speed in calls, geometric-mean error) of each run, fastest last."""
@@ -59,12 +60,11 @@ def draw(rows: list[dict], labels: dict[str, str], targets, steps: int, columns:
     """The figure of ``rows`` (bench_peers' run rows; ``targets`` in full calls of ``steps``) as an RGB image."""
     data = curves(rows, steps)
     methods = list(dict.fromkeys(m for cell in data.values() for m in cell))
-    style = {m: (PALETTE[i % len(PALETTE)], MARKERS[(i // len(PALETTE)) % len(MARKERS)]) for i, m in enumerate(methods)}
-    errors = [e for cell in data.values() for points in cell.values() for _, e in points]
-    low = 10 ** math.floor(math.log10(min(errors))) if errors else 1e-3
+    style = {m: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, m in enumerate(methods)}
+    x_high = SPEED_RANGE[1]
+    errors = [e for cell in data.values() for points in cell.values() for s, e in points if s <= x_high]
     high = 10 ** math.ceil(math.log10(max(errors))) if errors else 1.0
-    speeds = [s for cell in data.values() for points in cell.values() for s, _ in points]
-    x_high = max(SPEED_RANGE[1], math.ceil(max(speeds, default=1.0)))
+    low = max(10 ** math.floor(math.log10(min(errors))), high / 10**DECADES) if errors else high / 10**DECADES
     font, small = _font(15), _font(12)
     legend_rows = math.ceil(len(methods) / 2)
     cols = max(1, min(columns, len(data)))
@@ -102,7 +102,7 @@ def draw(rows: list[dict], labels: dict[str, str], targets, steps: int, columns:
             colour, marker = style[method]
             xy = [to_xy(s, e) for s, e in points if SPEED_RANGE[0] <= s <= x_high and low <= e <= high]
             if len(xy) > 1:
-                canvas.line(xy, fill=colour, width=2)
+                canvas.line(xy, fill=colour, width=3 if method.startswith("seacache") else 2)
             for x, y in xy:
                 _marker(canvas, marker, x, y, colour)
     ly = PANEL[1] * panel_rows + 8
