@@ -30,7 +30,7 @@ on an idle machine): runs timed while other processes share the CPU are not comp
     COMFYUI_PATH=... python -m benchmarks.bench_peers --save peers.json            # the table (see docs/peers.md)
     COMFYUI_PATH=... python -m benchmarks.bench_peers --shard 0/2 --save a.json &  # split over two processes,
     COMFYUI_PATH=... python -m benchmarks.bench_peers --shard 1/2 --save b.json    # then
-    python -m benchmarks.bench_peers --merge a.json b.json --figure docs/F.png     # one table and the figure
+    python -m benchmarks.bench_peers --merge a.json b.json --figure F.png          # one table and the figure
     COMFYUI_PATH=... python -m benchmarks.bench_peers --timing --shifts 5 --modes t2v --pairs 3 --settings S.json
     COMFYUI_PATH=... python -m benchmarks.bench_peers --quick                      # smoke: 2 pairs, 10 steps
 """
