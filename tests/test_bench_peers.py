@@ -113,7 +113,16 @@ def test_the_summary_compares_the_best_seacache_with_the_best_reached_peer_per_m
     line = next(l for l in text.splitlines() if l.startswith("| P, shift 3 |"))
     assert "| 0.0141 / 0.0283 |" in line  # the default's geometric-mean error, T2V / I2V
     assert line.endswith("| - / - | T2V 0.50 [0.50, 0.50] (SeaCache / fixed interval); "
-                         "I2V 0.50 [0.50, 0.50] (SeaCache / fixed interval) |")  # capped: out of reach
+                         "I2V 0.50 [0.50, 0.50] (SeaCache / fixed interval) | - |")  # capped: out of reach; no Spectrum
+
+
+def test_the_summary_names_the_best_spectrum_apart():
+    cell = "P, shift 3, T2V"
+    rows = [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
+    rows += _rows(cell, "seacache", [0.01, 0.02]) + _rows(cell, "fixed", [0.02, 0.04])
+    rows += _rows(cell, "spectrum_stack_w1", [0.04, 0.08]) + _rows(cell, "spectrum_stack_w05", [0.03, 0.03])
+    line = peers.summary(rows, {"seacache": "SeaCache"}).splitlines()[-1]
+    assert line.endswith("| T2V 0.50 [0.50, 0.50] (SeaCache / fixed) | T2V 0.47 [0.24, 0.93] (SeaCache / spectrum_stack_w05) |")
 
 
 def test_the_table_marks_a_method_that_does_not_reach_a_target():
