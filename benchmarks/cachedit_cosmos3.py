@@ -8,6 +8,7 @@ reference model. How Cache-DiT is enabled, counted and where it refuses: ``seaca
     python -m benchmarks.cachedit_cosmos3 --quick            # smoke: natural proxy, 10 steps, 2 pairs, shift 5
     python -m benchmarks.cachedit_cosmos3 --model random     # the tiny random reference model
     python -m benchmarks.cachedit_cosmos3 --pairs 12 --shift 3
+    python -m benchmarks.cachedit_cosmos3 --pairs 6 --thresholds 0.3,1,10 --intervals 3,4   # toward its floor
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 
 import torch
 
-from seacache_testing.cachedit_cosmos3 import METHODS, STEPS, run, subject
+from seacache_testing.cachedit_cosmos3 import METHODS, STEPS, run, subject, swept
 
 SHIFT = 5.0
 PAIRS = 4
@@ -41,6 +42,8 @@ def main(argv=None) -> None:
     parser.add_argument("--pairs", type=int, default=PAIRS)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--shift", type=float, default=SHIFT)
+    parser.add_argument("--thresholds", default="", help="comma-separated: also F1B0 and F1B0 + TaylorSeer at each")
+    parser.add_argument("--intervals", default="", help="comma-separated: also TaylorSeer's own schedule at each")
     args = parser.parse_args(argv)
     try:
         import cache_dit
@@ -51,7 +54,9 @@ def main(argv=None) -> None:
     steps, pairs = (10, 2) if args.quick else (args.steps, args.pairs)
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     model = subject(args.model)
-    rows = run(model, METHODS, range(pairs), steps, args.shift)
+    more = swept([float(t) for t in filter(None, args.thresholds.split(","))],
+                 [int(n) for n in filter(None, args.intervals.split(","))])
+    rows = run(model, (*METHODS, *more), range(pairs), steps, args.shift)
     print(f"cache-dit {cache_dit.__version__}, diffusers {diffusers.__version__}, torch {torch.__version__}; "
           f"{args.model} ({len(model.transformer.layers)} layers), {pairs} pairs, {steps} steps, shift {args.shift:g}, "
           f"CFG {model.cfg:g}")

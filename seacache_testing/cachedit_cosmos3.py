@@ -224,6 +224,15 @@ METHODS = (
 )
 
 
+def swept(thresholds=(), intervals=()) -> tuple[CacheDit, ...]:
+    """More speeds of the published shapes: F1B0 and F1B0 + TaylorSeer at each residual threshold, TaylorSeer's own
+    schedule at each compute interval."""
+    return (*(CacheDit(f"F1B0 @{t:g}", 1, 0, t) for t in thresholds),
+            *(CacheDit(f"F1B0 @{t:g} + TaylorSeer order 1", 1, 0, t, taylorseer_order=1) for t in thresholds),
+            *(CacheDit(f"TaylorSeer alone (compute interval {n}, order 1)", 1, 0, 0.08, taylorseer_order=1, interval=n)
+              for n in intervals))
+
+
 def library_cached_calls(transformer) -> int:
     """Cache-DiT's own count of cached calls in the last run (``cache_dit.summary``: the prompt's and the empty
     prompt's cached steps)."""
