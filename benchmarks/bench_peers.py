@@ -63,6 +63,7 @@ from seacache_testing.peer_comparison import (
     WAN_METHODS,
     Method,
     bracketing_settings,
+    frontier,
     metrics,
     natural_frames,
     pair_of,
@@ -425,9 +426,11 @@ def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
 
 
 def report(rows: list[dict], labels: dict[str, str], targets, steps: int, figure: str | None) -> None:
-    """Print the tables of ``rows`` (per cell and target, the summary at each target, SeaCache as a user sets it)
+    """Print the tables of ``rows`` (per cell and target, the frontier at a glance, the summary at each target,
+    SeaCache as a user sets it)
     and draw the figure to ``figure`` when given."""
     print(table(rows, labels, targets, steps))
+    print(frontier(rows, labels, targets, steps))
     for target in targets:
         print(summary(rows, labels, target, steps))
     print(shipped(rows, steps))
@@ -467,9 +470,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.merge:
         saved = [json.load(open(path)) for path in args.merge]
-        labels = {m.name: m.label for m in METHODS}
+        labels = {}
         for part in saved:
             labels.update(part.get("labels", {}))
+        labels.update({m.name: m.label for m in (*METHODS, *WAN_METHODS, *COSMOS3_METHODS)})  # today's names win
         rows = replaced([part["rows"] for part in saved])
         report(rows, labels, tuple(saved[0]["targets"]), saved[0]["steps"], args.figure)
         return

@@ -153,7 +153,7 @@ WAN_METHODS = (Method("seacache_order2", "SeaCache, residual order 2", "threshol
 # On this pack's Cosmos3, which no Spectrum pack supports: Spectrum at the generator-stack seam (spectrum_stack), blend
 # w 1 (its config) and 0.5 (its launch scripts), growth alpha as the knob.
 COSMOS3_METHODS = tuple(
-    Method(f"spectrum_stack_w{label}", f"Spectrum (stack seam, w {w:g})", "alpha", planned_alphas(STEPS, TARGETS),
+    Method(f"spectrum_stack_w{label}", f"Spectrum, stack seam, w {w:g}", "alpha", planned_alphas(STEPS, TARGETS),
            spectrum_stack(w), planned=planned_alphas)
     for w, label in ((1.0, "1"), (0.5, "05")))
 
@@ -292,7 +292,6 @@ def summary(rows: list[dict], labels: dict[str, str], target: float = TARGETS[0]
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
     groups = list(dict.fromkeys(c.rsplit(", ", 1)[0] for c in cells))  # "proxy, shift s"
-    short = lambda m: labels.get(m, m).split(" (")[0]  # noqa: E731
     lines = [f"Error at {speed_label(target, steps)} full calls of {steps}, T2V / I2V:",
              "| proxy, shift | " + " | ".join(labels.get(m, m) for m in methods)
              + " | best SeaCache / best peer [95% CI] | best SeaCache / best Spectrum [95% CI] |",
@@ -312,9 +311,28 @@ def summary(rows: list[dict], labels: dict[str, str], target: float = TARGETS[0]
                 if ours and theirs:
                     best, mine = (min(family, key=lambda m: values[-1][m]) for family in (theirs, ours))
                     g, lo, hi, _ = paired_ratio(errors[mine], errors[best])
-                    column.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({short(mine)} / {short(best)})")
+                    column.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(mine, mine)} / {labels.get(best, best)})")
         cols = [" / ".join(f"{v[m]:.4f}" if m in v else "-" for v in values) for m in methods]
         lines.append(f"| {group} | " + " | ".join(cols) + " | " + " | ".join("; ".join(c) or "-" for c in ratios) + " |")
+    return "\n".join(lines)
+
+
+def frontier(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
+    """The frontier at a glance: one line per method, one column per cell and target, the geometric-mean error over
+    the pairs ("-" where the method does not reach the target, :func:`reached`; blank where it did not run)."""
+    results = matched(rows, targets)
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
+    columns = [(cell, target) for cell in cells for target in targets]
+    lines = ["| cache | " + " | ".join(f"{cell}, {speed_label(target, steps)}" for cell, target in columns) + " |",
+             "| --- |" + " ---: |" * len(columns)]
+    for method in methods:
+        values = []
+        for cell, target in columns:
+            result = results.get((cell, method, target))
+            values.append("" if result is None else "-" if not reached(result) else
+                          f"{geometric_mean([v['error'] for v in result['values']]):.4f}")
+        lines.append(f"| {labels.get(method, method)} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 

@@ -61,7 +61,7 @@ def test_bench_peers_quick_through_comfyui():
     assert "calibrated " not in out
     labels = ("SeaCache (defaults)", "SeaCache, gate sea", "SeaCache, no reuse cap", "SeaCache, speedup",
               "EasyCache (core)", "LazyCache (core)", "fixed interval")
-    for label in (*labels, "Spectrum (stack seam, w 1)", "Spectrum (stack seam, w 0.5)"):
+    for label in (*labels, "Spectrum, stack seam, w 1", "Spectrum, stack seam, w 0.5"):
         for target in QUICK_TARGETS:
             assert f"| Cosmos3 natural, shift 5, T2V | {target} | {label} |" in out
     for label in (*labels, "SeaCache, residual order 2"):
@@ -133,6 +133,15 @@ def test_the_table_marks_a_method_that_does_not_reach_a_target():
     assert lines[0].startswith("| proxy, shift, mode | full calls of 35 | cache |")
     assert lines[2] == "| P, shift 3, T2V | 17.5 (2x) | seacache | 0.0141 | - | - | - | - | 2/2 |"
     assert lines[3] == "| P, shift 3, T2V | 17.5 (2x) | fixed | 0.0283 | - | - | - | - | 0/2 out of reach |"
+
+
+def test_the_frontier_has_a_column_per_cell_and_target():
+    cell = "P, shift 3, T2V"
+    rows = [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
+    rows += _rows(cell, "seacache", [0.01, 0.02], fulls=(16.0, 19.0)) + _rows(cell, "fixed", [0.02, 0.02], fulls=(8.0, 12.0))
+    lines = peers.frontier(rows, {"fixed": "fixed interval"}, (17.5, 8.75)).splitlines()
+    assert lines[0] == "| cache | P, shift 3, T2V, 17.5 (2x) | P, shift 3, T2V, 8.75 (4x) |"
+    assert lines[2:] == ["| seacache | 0.0141 | - |", "| fixed interval | - | 0.0200 |"]
 
 
 def test_calibrated_settings_aim_above_and_below_each_target():
