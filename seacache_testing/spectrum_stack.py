@@ -18,7 +18,8 @@ What it does, per sampling run (a run starts when a call's step index is not pas
 
 The prompt and the empty prompt run in one batched call (ComfyUI's CFGGuider); the forecast is a weighted sum with
 weights from the step indices alone, and both branches follow the same schedule, so forecasting the batched tensor
-equals Spectrum's two per-branch forecasters. Torch and ComfyUI are imported only when a function runs.
+equals Spectrum's two per-branch forecasters (where ComfyUI splits the batch, each part keeps its own run). ComfyUI
+is imported only when a function runs.
 """
 
 from __future__ import annotations
