@@ -1,32 +1,36 @@
-"""SeaCache against the caches a ComfyUI user could pick instead, at matched speed, through ComfyUI.
+"""SeaCache against the caches a ComfyUI user could pick instead, at matched speed from 2x to 4x, through ComfyUI.
 
 Each trained proxy (``benchmarks/train_proxy.py``; not Cosmos3-Nano, not Wan 2.1 1.3B) is loaded the way a user
 loads its model: the two Cosmos3-architecture proxies written as checkpoint folders and read by this pack's
 Cosmos3 Loader, the Wan 2.1 proxy (``seacache_testing/proxy_wan.py``) by ComfyUI's own UNETLoader. Every prompt/seed
 pair is sampled through ComfyUI's sampler nodes (SamplerCustomAdvanced, CFGGuider, euler, cond and uncond in one
-call) uncached and with each cache:
+call) uncached and with each cache (``seacache_testing/peer_comparison.py`` lists them):
 
-- ``SeaCache``: SeaCache Apply at its defaults, the threshold swept;
-- ``SeaCache, gate sea``: the paper's gate (``gate="sea"``), the threshold swept;
+- ``SeaCache``: SeaCache Apply at its defaults, the threshold swept; ``gate sea``, the paper's gate; ``no reuse
+  cap``, the defaults with ``max_consecutive`` -1; ``speedup``, the defaults asked for each target's speed;
 - ``EasyCache`` / ``LazyCache``: ComfyUI's core nodes at their defaults, ``reuse_threshold`` swept;
 - ``fixed interval``: a fixed set of evenly spaced steps computed (first and last included), the model's
   output-minus-input reused on the others (order 0, Cache-DiT's fixed-interval mode without TaylorSeer), the
   number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
+- on Cosmos3, Spectrum at the generator-stack seam (``seacache_testing/spectrum_stack.py``), w 1 and 0.5;
 - the third-party caches installed in ComfyUI's custom_nodes that support the model
-  (``seacache_testing/peer_packs.py``).
+  (``seacache_testing/peer_packs.py``; the Spectrum packs, ``seacache_testing/spectrum_packs.py``).
 
 Speed is matched by full stack calls (block executions per block of the stack, normalised to the uncached run's
 calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
-the two runs of a method that bracket each target (15, 17.5 and 19.5 of 35 calls), never extrapolated. Errors are
-measured against the same pair uncached: the final latent's relative L2 (in the model's latent space) and, for the
-natural proxies, whose PCA latent decodes exactly to RGB, per-frame PSNR and SSIM and the temporal error (relative
-L2 of frame differences). LPIPS is not measured: it needs downloaded network weights. Wall time is measured apart
-(``--timing``, on an idle machine): runs timed while other processes share the CPU are not comparable.
+the two runs of a method that bracket each target (17.5, 11.7 and 8.75 of 35 calls: 2x, 3x and 4x; ``--targets``),
+never extrapolated. A method's settings are calibrated per cell to aim 15 % above and below each target on two
+calibration pairs; a method whose calls are known in advance (fixed interval, Spectrum's schedule, SeaCache's
+``speedup``) is planned instead; the smoke run (``--quick``) calibrates nothing. Errors are measured against the
+same pair uncached: the final latent's relative L2 (in the model's latent space) and, for the natural proxies,
+whose PCA latent decodes exactly to RGB, per-frame PSNR and SSIM and the temporal error (relative L2 of frame
+differences). LPIPS is not measured: it needs downloaded network weights. Wall time is measured apart (``--timing``,
+on an idle machine): runs timed while other processes share the CPU are not comparable.
 
     COMFYUI_PATH=... python -m benchmarks.bench_peers --save peers.json            # the table (see docs/peers.md)
     COMFYUI_PATH=... python -m benchmarks.bench_peers --shard 0/2 --save a.json &  # split over two processes,
     COMFYUI_PATH=... python -m benchmarks.bench_peers --shard 1/2 --save b.json    # then
-    python -m benchmarks.bench_peers --merge a.json b.json                         # one table
+    python -m benchmarks.bench_peers --merge a.json b.json --figure F.png          # one table and the figure
     COMFYUI_PATH=... python -m benchmarks.bench_peers --timing --shifts 5 --modes t2v --pairs 3 --settings S.json
     COMFYUI_PATH=... python -m benchmarks.bench_peers --quick                      # smoke: 2 pairs, 10 steps
 """
@@ -44,29 +48,32 @@ from dataclasses import dataclass, field
 import torch
 
 from seacache_testing import peer_packs
-from seacache_testing import proxy_wan
+from seacache_testing import proxy_wan, spectrum_packs
 from seacache_testing import quality_proxy as proxy
 from seacache_testing.pair_stats import geometric_mean
 from seacache_testing.peer_comparison import (
+    COSMOS3_METHODS,
     DEFAULT_METHOD,
     DEFAULTS,
+    MARGIN,
     METHODS,
     MODES,
+    STEPS,
     TARGETS,
     WAN_METHODS,
     Method,
-    log_grid,
+    bracketing_settings,
+    frontier,
     metrics,
     natural_frames,
+    pair_of,
     replaced,
-    setting_at,
     shipped,
     summary,
     table,
     variant,
 )
 
-STEPS = 35
 SHIFTS = (3.0, 5.0, 10.0)
 PAIRS = 24
 CALIBRATION_PAIRS = (1000, 1001)
@@ -197,11 +204,6 @@ class WanProxy:
         return natural_frames(latent)
 
 
-def pair_of(data: proxy.ProxyData, pair: int) -> tuple[int, int]:
-    """(class label, noise seed) of prompt/seed pair ``pair``."""
-    return pair % data.classes, 70_000 + pair
-
-
 def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
     """The I2V start frame of a pair: frame 0 of a real clip of the pair's class, [1, C, 1, H, W]."""
     label, seed = pair_of(data, pair)
@@ -211,28 +213,26 @@ def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------------------- methods
 def peer_methods(ns, model) -> list[Method]:
-    """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
+    """The third-party caches installed in this ComfyUI (``peer_packs``, ``spectrum_packs``) that support
+    ``model``, as methods."""
     def applier(peer):
-        return lambda ns, model, value: peer_packs.apply(ns, peer, model, value)
+        return lambda ns, model, value: spectrum_packs.apply(ns, peer, model, value)
 
     return [Method(peer.name.lower().replace(" ", "_"), f"{peer.name} ({peer.source})", peer.knob,
                    tuple(v for v in peer.grid if v > 0), applier(peer))
-            for peer in peer_packs.installed(ns) if peer_packs.supports(peer, model)]
+            for peer in spectrum_packs.installed_peers(ns) if peer_packs.supports(peer, model)]
 
 
 def peers_line(ns, cells) -> str:
     """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
-    found = peer_packs.installed(ns)
+    found = spectrum_packs.installed_peers(ns)
     if not found:
-        return "third-party caches installed in custom_nodes: none (TeaCache, MagCache, First Block Cache looked for)"
+        looked_for = dict.fromkeys(peer.name for peer in (*peer_packs.PEER_CACHES, *spectrum_packs.SPECTRUM_PEERS))
+        return f"third-party caches installed in custom_nodes: none ({', '.join(looked_for)} looked for)"
     archs = {cell.arch.name: cell.model for cell in cells}
     ran = {peer.name: [name for name, model in archs.items() if peer_packs.supports(peer, model)] for peer in found}
     return "third-party caches installed: " + "; ".join(
         f"{name} ran on {', '.join(names)}" if names else f"{name} supports none of these proxies" for name, names in ran.items())
-
-
-SETTINGS = 5  # knob values per gated method and cell in the measured runs
-CALIBRATION_SPAN = (13.0, 22.0)  # mean full calls of 35 (calibration pairs) at the ends of a method's settings
 
 
 # ----------------------------------------------------------------------------------------------- running
@@ -288,48 +288,61 @@ def calls_per_step(ns, cell: Cell, steps: int, pairs=CALIBRATION_PAIRS) -> dict[
     return {p: sample(ns, cell.arch, cell.model, p, cell.mode, cell.shift, steps, cell.arch.data.cfg)[0] / steps for p in pairs}
 
 
-def calibrate(ns, cell: Cell, method: Method, steps: int, base: dict[int, float], span=CALIBRATION_SPAN) -> tuple[float, ...]:
-    """``SETTINGS`` settings of a gated method for ``cell``, log-spaced between the settings whose mean full calls
-    over the calibration pairs (``base``'s keys, not the measured ones; ``base``: :func:`calls_per_step`) are
-    ``span[1]`` and ``span[0]``: each read off the method's broad grid, log-interpolated between its two neighbours
-    (the grid's first value where even that computes fewer, the first value of the fewest calls where no setting
-    computes as few)."""
+def calibrate(ns, cell: Cell, method: Method, steps: int, base: dict[int, float], targets) -> tuple[float, ...]:
+    """The settings of a calibrated method for ``cell`` that bracket ``targets`` (full calls of ``steps``): its broad
+    grid is run on the calibration pairs (``base``'s keys, not the measured ones; ``base``: :func:`calls_per_step`)
+    until a setting computes fewer mean full calls than the lowest aim, and :func:`bracketing_settings` reads the
+    settings off that curve (log-interpolated between grid neighbours; the grid's first value where even that computes
+    fewer, the first value of the fewest calls where no setting computes as few)."""
     arch, pairs = cell.arch, list(base)
-    scale = steps / STEPS
+    lowest = min(targets) * (1 - MARGIN)
     curve = []
     for setting in method.settings:
         model = method.apply(ns, cell.model, setting)
         full = sum(sample(ns, arch, model, p, cell.mode, cell.shift, steps, arch.data.cfg)[0] / base[p] for p in pairs) / len(pairs)
         curve.append((setting, full))
-        if full <= span[0] * scale:
+        if full <= lowest:
             break
-    return log_grid(setting_at(curve, span[1] * scale), setting_at(curve, span[0] * scale), SETTINGS)
+    return bracketing_settings(curve, targets)
 
 
-def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
-    """Per cell and method (``methods(cell)``) the settings measured: read from ``path`` when it holds them (shards
-    share one calibration), else calibrated and written there."""
-    known = {}
-    if path and os.path.isfile(path):
+def settings_for(ns, cells, methods, steps: int, targets, path: str | None, quick: bool = False,
+                 log=print) -> dict[str, dict[str, list[float]]]:
+    """Per cell and method (``methods(cell)``) the settings measured for ``targets`` (full calls of ``steps``): a
+    planned method's own (``Method.planned``), in a smoke run (``quick``) every method's ``quick_settings`` with no
+    calibration run; else read from ``path`` when it holds them for these targets (shards share one calibration),
+    or calibrated and written there."""
+    known = {"targets": list(targets)}
+    if path and os.path.isfile(path) and not quick:
         with open(path) as f:
             known = json.load(f)
+        if known.get("targets") != list(targets):
+            raise SystemExit(f"{path} holds settings calibrated for targets {known.get('targets')}, not {list(targets)}")
     for cell in cells:
         base = None
         for method in methods(cell):
-            if method.name == "fixed" or method.name in known.get(cell.name, {}):
+            chosen = known.setdefault(cell.name, {})
+            if quick:
+                chosen[method.name] = list(method.quick_settings(steps, targets))
+                continue
+            if method.planned is not None:
+                chosen[method.name] = list(method.planned(steps, targets))
+                continue
+            if method.name in chosen:
                 continue
             base = base or calls_per_step(ns, cell, steps)
-            known.setdefault(cell.name, {})[method.name] = list(calibrate(ns, cell, method, steps, base))
-            log(f"calibrated {cell.name}, {method.name} ({method.knob}): {known[cell.name][method.name]}")
+            chosen[method.name] = list(calibrate(ns, cell, method, steps, base, targets))
+            log(f"calibrated {cell.name}, {method.name} ({method.knob}): {chosen[method.name]}")
             if path:
                 with open(path, "w") as f:
                     json.dump(known, f, indent=1)
     return known
 
 
-def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = None, log=print) -> list[dict]:
-    """Every method at every setting on ``pairs`` of ``cell``: one row per (method, setting) with per-pair full
-    calls (normalised to ``steps`` for the uncached run) and metrics; the uncached row first."""
+def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict, log=print) -> list[dict]:
+    """Every method at each of its ``settings`` (method name -> settings; SeaCache's defaults also at the shipped
+    threshold) on ``pairs`` of ``cell``: one row per (method, setting) with per-pair full calls (normalised to
+    ``steps`` for the uncached run) and metrics; the uncached row first."""
     arch, cfg = cell.arch, cell.arch.data.cfg
     references, rows = {}, [dict(cell=cell.name, method="uncached", setting=0.0, pairs=[], full=[], metrics=[])]
     calls_per_step = {}
@@ -340,7 +353,7 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
         rows[0]["full"].append(float(steps))
         rows[0]["metrics"].append({})
     for method in methods:
-        chosen = list((settings or {}).get(method.name, method.settings))
+        chosen = list(settings[method.name])
         if method.name == DEFAULT_METHOD and DEFAULTS.threshold not in chosen:  # SeaCache Apply as shipped, too
             chosen.append(DEFAULTS.threshold)
         for setting in chosen:
@@ -358,12 +371,12 @@ def measure(ns, cell: Cell, methods, pairs, steps: int, settings: dict | None = 
 
 
 def timing(ns, cell: Cell, methods, settings: dict, pairs, steps: int, repeats: int = 2) -> str:
-    """Wall time of each method at its middle calibrated setting (about 17 of 35 calls) against uncached on
+    """Wall time of each method at its middle setting (near the middle target) against uncached on
     ``pairs``: every pair run uncached and with each method in turn, ``repeats`` times, after one warm-up; per
     method the median seconds per run, the mean full calls and the two speedups (calls and wall time). On a proxy
     this small ComfyUI's per-step work is a large part of a call, so the wall speedup stays below the calls'."""
     arch, cfg = cell.arch, cell.arch.data.cfg
-    chosen = [(m, list(settings.get(m.name, m.settings))) for m in methods]
+    chosen = [(m, list(settings[m.name])) for m in methods]
     models = [("uncached", cell.model)] + [(m.name, m.apply(ns, cell.model, grid[len(grid) // 2])) for m, grid in chosen]
     seconds = {name: [] for name, _ in models}
     full = {name: [] for name, _ in models}
@@ -388,15 +401,20 @@ def timing(ns, cell: Cell, methods, settings: dict, pairs, steps: int, repeats: 
 
 # ----------------------------------------------------------------------------------------------- main
 ARCHS = ("cosmos3", "wan")
+PROXY_NAMES = ("cosmos3_natural", "cosmos3_synthetic", "wan")
 
 
 def proxies(quick: bool, archs=ARCHS) -> list:
-    """The proxies compared: the two Cosmos3-architecture proxies and the Wan 2.1 one (``--quick``: the natural ones)."""
+    """The proxies compared: ``cosmos3`` the two Cosmos3-architecture proxies (``--quick``: the natural one), or one of
+    them by name (``cosmos3_natural``, ``cosmos3_synthetic``), and ``wan`` the Wan 2.1 one."""
+    unknown = set(archs) - set(ARCHS) - set(PROXY_NAMES)
+    if unknown:
+        raise SystemExit(f"unknown --archs {sorted(unknown)}: pick from {', '.join(ARCHS + PROXY_NAMES[:2])}")
     found = []
-    if "cosmos3" in archs:
+    if "cosmos3" in archs or "cosmos3_natural" in archs:
         found.append(Cosmos3Proxy(proxy.NATURAL, "Cosmos3 natural", True))
-        if not quick:
-            found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
+    if ("cosmos3" in archs and not quick) or "cosmos3_synthetic" in archs:
+        found.append(Cosmos3Proxy(proxy.SYNTHETIC, "Cosmos3 synthetic", False))
     if "wan" in archs:
         found.append(WanProxy(proxy.WAN_NATURAL))
     return found
@@ -407,40 +425,63 @@ def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
     return [Cell(arch, shift, mode) for arch in archs for shift in shifts for mode in modes]
 
 
+def report(rows: list[dict], labels: dict[str, str], targets, steps: int, figure: str | None) -> None:
+    """Print the tables of ``rows`` (per cell and target, the frontier at a glance, the summary at each target,
+    SeaCache as a user sets it)
+    and draw the figure to ``figure`` when given."""
+    print(table(rows, labels, targets, steps))
+    print(frontier(rows, labels, targets, steps))
+    for target in targets:
+        print(summary(rows, labels, target, steps))
+    print(shipped(rows, steps))
+    if figure:
+        from seacache_testing.peer_figure import draw
+
+        draw(rows, labels, targets, steps).save(figure)
+        print(f"figure: {figure}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, 10 steps, shift 5, T2V, the natural proxies")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2 pairs, 10 steps, shift 5, T2V, the natural proxies, no calibration")
     parser.add_argument("--pairs", type=int, default=PAIRS)
     parser.add_argument("--first-pair", type=int, default=0, help="first pair number (a held-out set starts elsewhere)")
     parser.add_argument("--shard", default=None, metavar="K/N", help="run every N-th cell from the K-th")
     parser.add_argument("--save", default=None, help="write the rows as JSON")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
+    parser.add_argument("--figure", default=None, metavar="PNG", help="also draw error against speed, one curve per method")
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:input=value,...",
                         help="also a SeaCache Apply variant, e.g. start15:start_percent=0.15 (repeatable)")
     parser.add_argument("--timing", action="store_true",
-                        help="wall time instead of errors: each method at its middle calibrated setting against uncached, "
+                        help="wall time instead of errors: each method at its middle setting against uncached, "
                              "runs interleaved, on an otherwise idle machine")
+    parser.add_argument("--targets", default=None,
+                        help="comma-separated full calls of 35 each method is matched at (default: 17.5, 11.7, 8.75: "
+                             "2x, 3x, 4x)")
     parser.add_argument("--shifts", default=",".join(f"{v:g}" for v in SHIFTS), help="comma-separated shifts")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (t2v, i2v)")
-    parser.add_argument("--archs", default=",".join(ARCHS), help=f"comma-separated architectures (default: {','.join(ARCHS)})")
+    parser.add_argument("--archs", default=",".join(ARCHS),
+                        help=f"comma-separated proxies: cosmos3 (both), cosmos3_natural, cosmos3_synthetic, wan "
+                             f"(default: {','.join(ARCHS)})")
     parser.add_argument("--settings", default=None, metavar="JSON",
                         help="the calibrated settings per cell and method: read when present, else calibrated and written")
     args = parser.parse_args(argv)
     if args.merge:
         saved = [json.load(open(path)) for path in args.merge]
-        labels = {m.name: m.label for m in METHODS}
+        labels = {}
         for part in saved:
             labels.update(part.get("labels", {}))
+        labels.update({m.name: m.label for m in (*METHODS, *WAN_METHODS, *COSMOS3_METHODS)})  # today's names win
         rows = replaced([part["rows"] for part in saved])
-        print(table(rows, labels, tuple(saved[0].get("targets", TARGETS))))
-        print(summary(rows, labels))
-        print(shipped(rows))
+        report(rows, labels, tuple(saved[0]["targets"]), saved[0]["steps"], args.figure)
         return
     torch.set_flush_denormal(True)
     ns = comfy()
     peer_packs.load_peer_packs(ns)
     steps, pairs = (10, 2) if args.quick else (STEPS, args.pairs)
+    targets = tuple(t * steps / STEPS for t in (map(float, args.targets.split(",")) if args.targets else TARGETS))
     archs = proxies(args.quick, args.archs.split(","))
     shifts = (5.0,) if args.quick else tuple(float(v) for v in args.shifts.split(","))
     cells = cells_of(archs, shifts, ("t2v",) if args.quick else tuple(args.modes.split(",")))
@@ -454,27 +495,23 @@ def main(argv=None) -> None:
         cell.model = cell.arch.model_for(ns, cell.shift)
 
     def methods(cell: Cell) -> list[Method]:
-        found = [*METHODS, *(WAN_METHODS if isinstance(cell.arch, WanProxy) else ()), *peer_methods(ns, cell.model),
-                 *map(variant, args.variant)]
-        if args.quick:  # fixed interval at counts that fit 10 steps
-            found = [Method(m.name, m.label, m.knob, (4, 6, 8), m.apply) if m.name == "fixed" else m for m in found]
+        own = WAN_METHODS if isinstance(cell.arch, WanProxy) else COSMOS3_METHODS
+        found = [*METHODS, *own, *peer_methods(ns, cell.model), *map(variant, args.variant)]
         return [m for m in found if args.methods is None or m.name in args.methods.split(",")]
 
     print(peers_line(ns, cells))
-    grids = settings_for(ns, cells, methods, steps, args.settings)
+    grids = settings_for(ns, cells, methods, steps, targets, args.settings, quick=args.quick)
     if args.timing:
         for cell in cells:
-            print(timing(ns, cell, methods(cell), grids.get(cell.name, {}), range(args.first_pair, args.first_pair + pairs), steps))
+            print(timing(ns, cell, methods(cell), grids[cell.name], range(args.first_pair, args.first_pair + pairs), steps))
         return
     rows, start = [], time.time()
     for cell in cells:
-        rows += measure(ns, cell, methods(cell), range(args.first_pair, args.first_pair + pairs), steps, grids.get(cell.name))
+        rows += measure(ns, cell, methods(cell), range(args.first_pair, args.first_pair + pairs), steps, grids[cell.name])
         print(f"{cell.name} done ({time.time() - start:.0f} s)", flush=True)
     print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} threads; {pairs} pairs, {steps} steps")
     labels = {m.name: m.label for cell in cells for m in methods(cell)}
-    targets = (4.0, 6.0) if args.quick else TARGETS
-    print(table(rows, labels, targets))
-    print(shipped(rows))
+    report(rows, labels, targets, steps, args.figure)
     if args.save:
         with open(args.save, "w") as f:
             json.dump({"rows": rows, "labels": labels, "targets": targets, "steps": steps}, f)

@@ -49,12 +49,13 @@ SOUND = dict(sound_gen=True, sound_dim=8, sound_latent_fps=25.0)
 """Sound switches of a ``sound_gen`` checkpoint on the TINY sizes (8 sound latent channels)."""
 
 
-def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frames=(), sound=None):
-    """Velocity [1, C, T, H, W] of one item exactly as the pipeline requests it (batch 1, packed sequence).
+def reference_inputs(model, latent, timestep, token_ids, fps=24.0, clean_frames=(), sound=None) -> dict:
+    """The keyword arguments of diffusers' ``Cosmos3OmniTransformer.forward`` for one item exactly as the pipeline
+    packs them (batch 1, packed sequence), ``return_dict`` left out: a caller wrapping the transformer (Cache-DiT
+    replaces its ``forward``) decides how to ask for the tuple form.
 
     With ``sound`` [1, sound_dim, T_s] the sound tokens follow the video tokens as diffusers' pipeline packs them
-    (``_prepare_sound_segment``: the video's temporal start, ``sound_latent_fps``, all frames noisy), and the
-    result is the pair (video velocity, sound velocity [1, sound_dim, T_s])."""
+    (``_prepare_sound_segment``: the video's temporal start, ``sound_latent_fps``, all frames noisy)."""
     from diffusers.pipelines.cosmos.pipeline_cosmos3_omni import (
         get_3d_mrope_ids_text_tokens,
         get_3d_mrope_ids_vae_tokens,
@@ -90,22 +91,28 @@ def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frame
             sound_mse_loss_indexes=indexes.clone(), sound_timesteps=torch.full((n_sound,), float(timestep)),
             sound_noisy_frame_indexes=[torch.arange(n_sound)],
         )
+    return dict(
+        input_ids=torch.tensor(token_ids, dtype=torch.long),
+        text_indexes=torch.arange(und_len),
+        position_ids=torch.cat(position_ids, dim=1),
+        und_len=und_len,
+        sequence_length=und_len + n_vision + n_sound,
+        vision_tokens=[latent],
+        vision_token_shapes=[(t, ph, pw)],
+        vision_sequence_indexes=torch.arange(und_len, und_len + n_vision),
+        vision_mse_loss_indexes=mse,
+        vision_timesteps=torch.full((len(noisy) * stride,), float(timestep)),
+        vision_noisy_frame_indexes=[noisy],
+        **sound_args,
+    )
+
+
+def reference_velocity(model, latent, timestep, token_ids, fps=24.0, clean_frames=(), sound=None):
+    """Velocity [1, C, T, H, W] of one item exactly as the pipeline requests it (:func:`reference_inputs`); with
+    ``sound`` the pair (video velocity, sound velocity [1, sound_dim, T_s])."""
+    inputs = reference_inputs(model, latent, timestep, token_ids, fps, clean_frames, sound)
     with torch.no_grad():
-        preds, preds_sound, _ = model(
-            input_ids=torch.tensor(token_ids, dtype=torch.long),
-            text_indexes=torch.arange(und_len),
-            position_ids=torch.cat(position_ids, dim=1),
-            und_len=und_len,
-            sequence_length=und_len + n_vision + n_sound,
-            vision_tokens=[latent],
-            vision_token_shapes=[(t, ph, pw)],
-            vision_sequence_indexes=torch.arange(und_len, und_len + n_vision),
-            vision_mse_loss_indexes=mse,
-            vision_timesteps=torch.full((len(noisy) * stride,), float(timestep)),
-            vision_noisy_frame_indexes=[noisy],
-            return_dict=False,
-            **sound_args,
-        )
+        preds, preds_sound, _ = model(**inputs, return_dict=False)
     return preds[0] if sound is None else (preds[0], preds_sound[0][None])
 
 

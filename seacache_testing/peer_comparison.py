@@ -23,30 +23,48 @@ from seacache_core import SeaCacheConfig
 from seacache_testing import proxy_natural as natural
 from seacache_testing.composition_cases import with_defaults
 from seacache_testing.pair_stats import geometric_mean, interpolated, mean_ci, paired_ratio
+from seacache_testing.spectrum_stack import planned_alphas, spectrum_stack
 
-TARGETS = (15.0, 17.5, 19.5)  # full stack calls of 35
+STEPS = 35
+TARGETS = (17.5, 35 / 3, 8.75)  # full stack calls of 35: 2x, 3x and 4x in calls (the frontier)
+MARGIN = 0.15  # a calibrated method's settings aim at each target's calls times 1 + MARGIN and 1 - MARGIN
 MODES = ("t2v", "i2v")
 DEFAULT_METHOD = "seacache"
 DEFAULTS = SeaCacheConfig()  # SeaCache Apply's defaults (the node's widgets read the same dataclass)
+
+
+def pair_of(data, pair: int) -> tuple[int, int]:
+    """(class label, noise seed) of prompt/seed pair ``pair`` of a quality proxy's ``data`` (``ProxyData``): every
+    benchmark that compares caches on the proxies numbers its pairs so."""
+    return pair % data.classes, 70_000 + pair
 
 
 # ----------------------------------------------------------------------------------------------- methods
 @dataclass(frozen=True)
 class Method:
     """One cache as a user applies it: ``apply(ns, model, setting)`` returns the patched MODEL; ``settings`` is
-    the knob grid swept (higher setting, fewer full calls, except for fixed interval whose setting is the count)."""
+    the broad knob grid that calibration reads (higher setting, fewer full calls). ``planned(steps, targets)``, for
+    a method whose full calls are known before it runs (a content-blind schedule, or a speed it is asked for),
+    gives its settings for targets in calls of ``steps`` without any calibration run."""
 
     name: str
     label: str
     knob: str
     settings: tuple[float, ...]
     apply: Callable
+    planned: Callable[[int, tuple], tuple] | None = None
+
+    def quick_settings(self, steps: int, targets) -> tuple:
+        """The smoke run's settings, no calibration: the planned ones, else the broad grid's middle and last."""
+        if self.planned is not None:
+            return tuple(self.planned(steps, targets))
+        return (self.settings[len(self.settings) // 2], self.settings[-1])
 
 
-def seacache(**fixed):
-    """The apply function of SeaCache Apply at its defaults but ``fixed`` inputs, the threshold as the setting."""
-    def apply(ns, model, threshold):
-        return with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "bench"}, model=model, threshold=threshold, **fixed)
+def seacache(knob: str = "threshold", **fixed):
+    """The apply function of SeaCache Apply at its defaults but ``fixed`` inputs, input ``knob`` as the setting."""
+    def apply(ns, model, value):
+        return with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "bench"}, model=model, **{knob: value}, **fixed)
     return apply
 
 
@@ -101,22 +119,43 @@ def fixed_interval(ns, model, count):
     return patched
 
 
+def interval_counts(steps: int, targets) -> tuple[int, ...]:
+    """Fixed interval's settings: the whole counts of computed steps on either side of each target (at least 2,
+    the first and last step)."""
+    return tuple(sorted({max(2, f(t)) for t in targets for f in (math.floor, math.ceil)}))
+
+
+def asked_speeds(steps: int, targets) -> tuple[float, ...]:
+    """SeaCache's ``speedup`` settings: the speeds of the targets themselves (``steps`` / target calls)."""
+    return tuple(sorted({round(steps / t, 2) for t in targets}))
+
+
 def log_grid(low: float, high: float, count: int) -> tuple[float, ...]:
     """``count`` values spaced evenly in log between ``low`` and ``high``, rounded to 4 significant digits."""
     return tuple(float(f"{low * (high / low) ** (i / (count - 1)):.4g}") for i in range(count))
 
 
-# Each gated method's broad grid; bench_peers' calibration picks, per proxy/shift/mode, the settings of it that bracket
-# the targets. Fixed interval needs none: its setting is the count itself.
+# Each calibrated method's broad grid, wide enough to pass 4x where the method can; bench_peers' calibration picks, per
+# proxy/shift/mode, the settings of it that bracket the targets. Planned methods need none.
 METHODS = (
     Method("seacache", "SeaCache (defaults)", "threshold", log_grid(0.03, 1.0, 12), seacache()),
     Method("seacache_sea", "SeaCache, gate sea", "threshold", log_grid(0.05, 2.0, 12), seacache(gate="sea")),
-    Method("easycache", "EasyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("EasyCache", copy_input=True)),
-    Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("LazyCache")),
-    Method("fixed", "fixed interval", "computed steps", (15, 17, 18, 20), fixed_interval),
+    Method("seacache_uncapped", "SeaCache, no reuse cap", "threshold", log_grid(0.03, 4.0, 14),
+           seacache(max_consecutive=-1)),
+    Method("seacache_speedup", "SeaCache, speedup", "speedup", (2.0, 3.0, 4.0), seacache("speedup"),
+           planned=asked_speeds),
+    Method("easycache", "EasyCache (core)", "reuse_threshold", log_grid(0.01, 4.0, 14), core_cache("EasyCache", copy_input=True)),
+    Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 4.0, 14), core_cache("LazyCache")),
+    Method("fixed", "fixed interval", "computed steps", (8, 9, 11, 12, 17, 18), fixed_interval, planned=interval_counts),
 )
 # On Wan (block-stack seam) residual_order auto is 1; its order-2 variant measures whether auto should be 2 there too.
 WAN_METHODS = (Method("seacache_order2", "SeaCache, residual order 2", "threshold", METHODS[0].settings, seacache(residual_order="2")),)
+# On this pack's Cosmos3, which no Spectrum pack supports: Spectrum at the generator-stack seam (spectrum_stack), blend
+# w 1 (its config) and 0.5 (its launch scripts), growth alpha as the knob.
+COSMOS3_METHODS = tuple(
+    Method(f"spectrum_stack_w{label}", f"Spectrum, stack seam, w {w:g}", "alpha", planned_alphas(STEPS, TARGETS),
+           spectrum_stack(w), planned=planned_alphas)
+    for w, label in ((1.0, "1"), (0.5, "05")))
 
 
 def variant(spec: str) -> Method:
@@ -131,6 +170,13 @@ def variant(spec: str) -> Method:
         except ValueError:
             fixed[key] = value
     return Method(name, f"SeaCache, {assignments.replace(',', ', ')}", "threshold", METHODS[0].settings, seacache(**fixed))
+
+
+def bracketing_settings(curve: list[tuple[float, float]], targets, margin: float = MARGIN) -> tuple[float, ...]:
+    """The settings of a (setting, mean full calls) calibration curve that aim at each target's calls times
+    1 + ``margin`` and 1 - ``margin`` (:func:`setting_at`), so that a pair's runs bracket the target although its
+    calls differ from the calibration pairs' mean; distinct, ascending."""
+    return tuple(sorted({setting_at(curve, t * f) for t in targets for f in (1 + margin, 1 - margin)}))
 
 
 def setting_at(curve: list[tuple[float, float]], goal: float) -> float:
@@ -226,43 +272,84 @@ def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
     return out
 
 
-def summary(rows: list[dict], labels: dict[str, str], target: float = 17.5) -> str:
-    """The summary table of docs/peers.md: per proxy and shift each method's error at ``target`` full calls (T2V /
-    I2V), and the default's paired ratio to the best peer's (the lowest-error method other than SeaCache's own
-    settings)."""
+def reached(result: dict) -> bool:
+    """Whether a method reaches a target: the runs of at least half the pairs bracket it (the others take their
+    nearest run). A method that cannot compute as few calls (a reuse cap) does not reach it."""
+    return 2 * result["bracketed"] >= result["pairs"]
+
+
+def speed_label(target: float, steps: int = STEPS) -> str:
+    """A target as the table prints it: its calls and its speed in calls, e.g. "11.7 (3x)"."""
+    return f"{target:.3g} ({steps / target:.2g}x)"
+
+
+def summary(rows: list[dict], labels: dict[str, str], target: float = TARGETS[0], steps: int = STEPS) -> str:
+    """The summary table of docs/peers.md at one target: per proxy and shift each method's geometric-mean error at
+    ``target`` full calls (T2V / I2V; "-" where the method does not reach it, :func:`reached`), and the best SeaCache
+    setting's paired ratio (95 % interval) to the best peer's (the lowest-error reached method that is not one of
+    SeaCache's settings) and to the best Spectrum's (a method named ``spectrum...``), each pair named."""
     results = matched(rows, (target,))
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
     groups = list(dict.fromkeys(c.rsplit(", ", 1)[0] for c in cells))  # "proxy, shift s"
-    lines = ["| proxy, shift | " + " | ".join(labels.get(m, m) for m in methods) + " | SeaCache / best peer [95% CI] |",
-             "| --- |" + " ---: |" * (len(methods) + 1)]
+    lines = [f"Error at {speed_label(target, steps)} full calls of {steps}, T2V / I2V:",
+             "| proxy, shift | " + " | ".join(labels.get(m, m) for m in methods)
+             + " | best SeaCache / best peer [95% CI] | best SeaCache / best Spectrum [95% CI] |",
+             "| --- |" + " ---: |" * (len(methods) + 2)]
     for group in groups:
-        values, ratios = [], []
+        values, ratios = [], ([], [])
         for mode in MODES:
             cell = f"{group}, {mode.upper()}"
-            errors = {m: [v["error"] for v in results[(cell, m, target)]["values"]] for m in methods if (cell, m, target) in results}
-            if not errors:
+            if not any((cell, m, target) in results for m in methods):
                 continue
+            errors = {m: [v["error"] for v in results[(cell, m, target)]["values"]] for m in methods
+                      if (cell, m, target) in results and reached(results[(cell, m, target)])}
             values.append({m: geometric_mean(e) for m, e in errors.items()})
-            peers = [m for m in errors if not m.startswith("seacache")]
-            if DEFAULT_METHOD in errors and peers:
-                best = min(peers, key=lambda m: values[-1][m])
-                g, lo, hi, _ = paired_ratio(errors[DEFAULT_METHOD], errors[best])
-                ratios.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(best, best).split(' (')[0]})")
+            ours = [m for m in errors if m.startswith("seacache")]
+            for column, theirs in zip(ratios, ([m for m in errors if not m.startswith("seacache")],
+                                               [m for m in errors if m.startswith("spectrum")])):
+                if ours and theirs:
+                    best, mine = (min(family, key=lambda m: values[-1][m]) for family in (theirs, ours))
+                    g, lo, hi, _ = paired_ratio(errors[mine], errors[best])
+                    column.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(mine, mine)} / {labels.get(best, best)})")
         cols = [" / ".join(f"{v[m]:.4f}" if m in v else "-" for v in values) for m in methods]
-        lines.append(f"| {group} | " + " | ".join(cols) + " | " + "; ".join(ratios) + " |")
+        lines.append(f"| {group} | " + " | ".join(cols) + " | " + " | ".join("; ".join(c) or "-" for c in ratios) + " |")
     return "\n".join(lines)
 
 
-def shipped(rows: list[dict]) -> str:
-    """Per cell SeaCache Apply exactly as shipped (its default threshold): mean full calls and the error."""
+def frontier(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
+    """The frontier at a glance: one line per method, one column per cell and target, the geometric-mean error over
+    the pairs ("-" where the method does not reach the target, :func:`reached`; blank where it did not run)."""
+    results = matched(rows, targets)
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
+    columns = [(cell, target) for cell in cells for target in targets]
+    lines = ["| cache | " + " | ".join(f"{cell}, {speed_label(target, steps)}" for cell, target in columns) + " |",
+             "| --- |" + " ---: |" * len(columns)]
+    for method in methods:
+        values = []
+        for cell, target in columns:
+            result = results.get((cell, method, target))
+            values.append("" if result is None else "-" if not reached(result) else
+                          f"{geometric_mean([v['error'] for v in result['values']]):.4f}")
+        lines.append(f"| {labels.get(method, method)} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def shipped(rows: list[dict], steps: int = STEPS) -> str:
+    """Per cell SeaCache Apply exactly as a user sets it: its default threshold, and each ``speedup`` asked for;
+    mean full calls (range over pairs) and the error."""
     lines = []
     for r in rows:
         if r["method"] == DEFAULT_METHOD and r["setting"] == DEFAULTS.threshold:
-            errors = [m["error"] for m in r["metrics"]]
-            lines.append(f"{r['cell']}: SeaCache Apply as shipped (threshold {DEFAULTS.threshold:g}): "
-                         f"{sum(r['full']) / len(r['full']):.1f} of 35 full calls ({min(r['full']):.0f}-{max(r['full']):.0f}), "
-                         f"error {geometric_mean(errors):.4f}")
+            what = f"as shipped (threshold {DEFAULTS.threshold:g})"
+        elif r["method"] == "seacache_speedup":
+            what = f"speedup {r['setting']:g}"
+        else:
+            continue
+        errors = [m["error"] for m in r["metrics"]]
+        lines.append(f"{r['cell']}: SeaCache Apply {what}: {sum(r['full']) / len(r['full']):.1f} of {steps} full calls "
+                     f"({min(r['full']):.0f}-{max(r['full']):.0f}), error {geometric_mean(errors):.4f}")
     return "\n".join(lines)
 
 
@@ -278,14 +365,15 @@ def replaced(parts: list[list[dict]]) -> list[dict]:
     return [r for group in latest.values() for r in group]
 
 
-def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
+def table(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
     """Per cell and target: each method's geometric-mean error and its paired ratio to SeaCache's defaults
-    (95 % CI, pairs where SeaCache is lower), PSNR, SSIM and temporal error where the proxy decodes, and how many
-    pairs' runs bracket the target."""
+    (95 % CI, pairs where SeaCache is lower; "-" where either does not reach the target), PSNR, SSIM and temporal
+    error where the proxy decodes, and how many pairs' runs bracket the target ("out of reach" where fewer than
+    half do: those values are the nearest runs', at more calls than the target)."""
     results = matched(rows, targets)
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     lines = [
-        "| proxy, shift, mode | full calls of 35 | cache | error (rel. L2) | x SeaCache [95% CI], SeaCache lower | "
+        f"| proxy, shift, mode | full calls of {steps} | cache | error (rel. L2) | x SeaCache [95% CI], SeaCache lower | "
         "PSNR dB | SSIM | temporal error | bracketed |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -296,7 +384,7 @@ def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
                 result = results[(cell, method, target)]
                 values = result["values"]
                 errors = [v["error"] for v in values]
-                if method == DEFAULT_METHOD or default is None:
+                if method == DEFAULT_METHOD or default is None or not reached(default) or not reached(result):
                     versus = "-"
                 else:
                     g, lo, hi, lower = paired_ratio(errors, [v["error"] for v in default["values"]])
@@ -306,6 +394,7 @@ def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
                     psnr, half = mean_ci([v["psnr"] for v in values])
                     frames = [f"{psnr:.1f} ± {half:.1f}", f"{sum(v['ssim'] for v in values) / len(values):.3f}",
                               f"{geometric_mean([v['temporal'] for v in values]):.4f}" if "temporal" in values[0] else "-"]
-                lines.append(f"| {cell} | {target:g} | {labels.get(method, method)} | {geometric_mean(errors):.4f} | {versus} | "
-                             + " | ".join(frames) + f" | {result['bracketed']}/{result['pairs']} |")
+                bracket = f"{result['bracketed']}/{result['pairs']}" + ("" if reached(result) else " out of reach")
+                lines.append(f"| {cell} | {speed_label(target, steps)} | {labels.get(method, method)} | "
+                             f"{geometric_mean(errors):.4f} | {versus} | " + " | ".join(frames) + f" | {bracket} |")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""The peer comparison's methods, matching and frame metrics (``seacache_testing.peer_comparison``, no ComfyUI),
-and bench_peers' smoke runs through ComfyUI (``python -m benchmarks.bench_peers --quick``)."""
+"""The peer comparison's methods, calibration aims, matching, frame metrics and figure
+(``seacache_testing.peer_comparison``, ``spectrum_stack``, ``peer_figure``; no ComfyUI), and bench_peers' smoke runs
+through ComfyUI (``python -m benchmarks.bench_peers --quick``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import math
 import pytest
 import torch
 
+from seacache_core.forecast import spectrum_schedule
 from seacache_testing import peer_comparison as peers
-from seacache_testing import proxy_natural
+from seacache_testing import peer_figure, proxy_natural, spectrum_stack
 from tests.test_benchmarks import bench
 
 
@@ -45,20 +47,28 @@ def test_the_calibration_grid_is_log_spaced_between_its_ends():
     assert grid[0] == 0.1 and grid[-1] == 1.0 and grid[1] == pytest.approx(math.sqrt(0.1), rel=1e-3)
 
 
+QUICK_TARGETS = ("5 (2x)", "3.33 (3x)", "2.5 (4x)")  # 17.5, 11.7 and 8.75 of 35 scaled to the smoke run's 10 steps
+
+
 def test_bench_peers_quick_through_comfyui():
-    """The smoke run compares every method on the natural proxy through ComfyUI; fixed interval computes exactly
-    its count of steps, so both of its targets are bracketed."""
+    """The smoke run compares every method on the natural proxies through ComfyUI at 2x, 3x and 4x, calibrating
+    none; fixed interval computes exactly its planned counts, so all its targets are bracketed."""
     import os
 
     if not os.environ.get("COMFYUI_PATH", "").strip():
         pytest.skip("COMFYUI_PATH is not set: bench_peers runs through ComfyUI")
     out = bench("bench_peers", "--quick", comfyui=True)
-    for label in ("SeaCache (defaults)", "SeaCache, gate sea", "EasyCache (core)", "LazyCache (core)", "fixed interval"):
-        assert f"| Cosmos3 natural, shift 5, T2V | 4 | {label} |" in out
-        assert f"| Cosmos3 natural, shift 5, T2V | 6 | {label} |" in out
-    assert "| Cosmos3 natural, shift 5, T2V | 4 | fixed interval |" in out
-    fixed = [line for line in out.splitlines() if "| fixed interval |" in line]
-    assert all(line.rstrip().endswith("| 2/2 |") for line in fixed)
+    assert "calibrated " not in out
+    labels = ("SeaCache (defaults)", "SeaCache, gate sea", "SeaCache, no reuse cap", "SeaCache, speedup",
+              "EasyCache (core)", "LazyCache (core)", "fixed interval")
+    for label in (*labels, "Spectrum, stack seam, w 1", "Spectrum, stack seam, w 0.5"):
+        for target in QUICK_TARGETS:
+            assert f"| Cosmos3 natural, shift 5, T2V | {target} | {label} |" in out
+    for label in (*labels, "SeaCache, residual order 2"):
+        assert f"| Wan 2.1 natural, shift 5, T2V | {QUICK_TARGETS[0]} | {label} |" in out
+    fixed = [line for line in out.splitlines() if line.startswith(("| Cosmos3", "| Wan")) and "| fixed interval |" in line]
+    assert len(fixed) == 6 and all(line.rstrip().endswith("| 2/2 |") for line in fixed)
+    assert "Cosmos3 natural, shift 5, T2V: SeaCache Apply speedup 3: " in out
 
 
 def test_a_setting_is_read_off_the_calibration_curve():
@@ -88,7 +98,7 @@ def _rows(cell, method, errors, fulls=(16.0, 19.0)):
                  metrics=[{"error": e} for e in errors]) for i, f in enumerate(fulls)]
 
 
-def test_the_summary_compares_the_default_with_the_best_peer_per_mode():
+def test_the_summary_compares_the_best_seacache_with_the_best_reached_peer_per_mode():
     rows = []
     for mode, scale in (("T2V", 1.0), ("I2V", 2.0)):
         cell = f"P, shift 3, {mode}"
@@ -96,10 +106,154 @@ def test_the_summary_compares_the_default_with_the_best_peer_per_mode():
         rows += _rows(cell, "seacache", [0.01 * scale, 0.02 * scale])
         rows += _rows(cell, "easycache", [0.04 * scale, 0.08 * scale])
         rows += _rows(cell, "fixed", [0.02 * scale, 0.04 * scale])
-    text = peers.summary(rows, {"seacache": "SeaCache", "easycache": "EasyCache (core)", "fixed": "fixed interval"})
+        rows += _rows(cell, "capped", [0.001, 0.001], fulls=(20.0, 19.0))  # never as few as 17.5 calls
+    labels = {"seacache": "SeaCache", "easycache": "EasyCache (core)", "fixed": "fixed interval", "capped": "capped"}
+    text = peers.summary(rows, labels, 17.5)
+    assert text.splitlines()[0] == "Error at 17.5 (2x) full calls of 35, T2V / I2V:"
     line = next(l for l in text.splitlines() if l.startswith("| P, shift 3 |"))
-    assert "0.0141 / 0.0283" in line  # the default's geometric-mean error, T2V / I2V
-    assert "T2V 0.50 [0.50, 0.50] (fixed interval)" in line and "I2V 0.50 [0.50, 0.50] (fixed interval)" in line
+    assert "| 0.0141 / 0.0283 |" in line  # the default's geometric-mean error, T2V / I2V
+    assert line.endswith("| - / - | T2V 0.50 [0.50, 0.50] (SeaCache / fixed interval); "
+                         "I2V 0.50 [0.50, 0.50] (SeaCache / fixed interval) | - |")  # capped: out of reach; no Spectrum
+
+
+def test_the_summary_names_the_best_spectrum_apart():
+    cell = "P, shift 3, T2V"
+    rows = [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
+    rows += _rows(cell, "seacache", [0.01, 0.02]) + _rows(cell, "fixed", [0.02, 0.04])
+    rows += _rows(cell, "spectrum_stack_w1", [0.04, 0.08]) + _rows(cell, "spectrum_stack_w05", [0.03, 0.03])
+    line = peers.summary(rows, {"seacache": "SeaCache"}).splitlines()[-1]
+    assert line.endswith("| T2V 0.50 [0.50, 0.50] (SeaCache / fixed) | T2V 0.47 [0.24, 0.93] (SeaCache / spectrum_stack_w05) |")
+
+
+def test_the_table_marks_a_method_that_does_not_reach_a_target():
+    cell = "P, shift 3, T2V"
+    rows = [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
+    rows += _rows(cell, "seacache", [0.01, 0.02]) + _rows(cell, "fixed", [0.02, 0.04], fulls=(20.0, 19.0))
+    lines = peers.table(rows, {}, (17.5,)).splitlines()
+    assert lines[0].startswith("| proxy, shift, mode | full calls of 35 | cache |")
+    assert lines[2] == "| P, shift 3, T2V | 17.5 (2x) | seacache | 0.0141 | - | - | - | - | 2/2 |"
+    assert lines[3] == "| P, shift 3, T2V | 17.5 (2x) | fixed | 0.0283 | - | - | - | - | 0/2 out of reach |"
+
+
+def test_the_frontier_has_a_column_per_cell_and_target():
+    cell = "P, shift 3, T2V"
+    rows = [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
+    rows += _rows(cell, "seacache", [0.01, 0.02], fulls=(16.0, 19.0)) + _rows(cell, "fixed", [0.02, 0.02], fulls=(8.0, 12.0))
+    lines = peers.frontier(rows, {"fixed": "fixed interval"}, (17.5, 8.75)).splitlines()
+    assert lines[0] == "| cache | P, shift 3, T2V, 17.5 (2x) | P, shift 3, T2V, 8.75 (4x) |"
+    assert lines[2:] == ["| seacache | 0.0141 | - |", "| fixed interval | - | 0.0200 |"]
+
+
+def test_calibrated_settings_aim_above_and_below_each_target():
+    curve = [(0.01, 30.0), (0.1, 20.0), (1.0, 10.0), (10.0, 10.0)]
+    settings = peers.bracketing_settings(curve, (15.0,), margin=0.1)
+    expected = sorted(peers.setting_at(curve, goal) for goal in (16.5, 13.5))
+    assert settings == tuple(expected) and settings[0] < settings[1]
+    assert peers.bracketing_settings(curve, (15.0, 5.0), margin=0.1) == (*expected, 1.0)  # 5 out of reach
+
+
+def test_planned_methods_need_no_calibration():
+    assert peers.interval_counts(35, peers.TARGETS) == (8, 9, 11, 12, 17, 18)
+    assert peers.asked_speeds(35, peers.TARGETS) == (2.0, 3.0, 4.0)
+    fixed = next(m for m in peers.METHODS if m.name == "fixed")
+    assert fixed.quick_settings(10, (5.0, 2.5)) == (2, 3, 5)
+    easycache = next(m for m in peers.METHODS if m.name == "easycache")
+    assert easycache.quick_settings(10, (5.0,)) == (easycache.settings[7], easycache.settings[-1])
+
+
+def test_spectrum_alphas_bracket_2x_3x_and_4x():
+    alphas = spectrum_stack.planned_alphas(35, peers.TARGETS)
+    assert [spectrum_stack.computed_calls(35, a) for a in alphas] == [18, 17, 12, 11, 9, 8]
+    assert spectrum_stack.computed_calls(35, 0.75) == 12  # the published setting: 12 of 35 (docs/spectrum.md)
+    for method in peers.COSMOS3_METHODS:
+        assert method.planned(35, peers.TARGETS) == alphas
+
+
+def _ridge_forecast(steps, values, step):
+    """Spectrum's Chebyshev ridge forecast written out: tau = step / 25 - 1, T_0..T_4, (X^T X + 0.1 I)^-1 X^T y."""
+    taus = torch.tensor([s / 25.0 - 1.0 for s in steps] + [step / 25.0 - 1.0], dtype=torch.float64)
+    basis = [torch.ones_like(taus), taus]
+    for _ in range(3):
+        basis.append(2 * taus * basis[-1] - basis[-2])
+    x = torch.stack(basis, dim=1)
+    design, at = x[:-1], x[-1]
+    y = torch.stack([v.double().flatten() for v in values])
+    coefficients = torch.linalg.solve(design.T @ design + 0.1 * torch.eye(5, dtype=torch.float64), design.T @ y)
+    return (at @ coefficients).reshape(values[0].shape)
+
+
+class _StackCall:
+    """A fake generator stack: its output at each step is a fixed random tensor; it records the steps it ran."""
+
+    def __init__(self, steps):
+        generator = torch.Generator().manual_seed(5)
+        self.outputs = [torch.randn(2, 3, 4, generator=generator) for _ in range(steps)]
+        self.sigmas = torch.linspace(1.0, 0.0, steps + 1)
+        self.ran = []
+
+    def inputs(self, step, branches=(1, 0)):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(transformer_options=dict(sample_sigmas=self.sigmas, sigmas=self.sigmas[step:step + 1],
+                                                        cond_or_uncond=list(branches)))
+
+    def executor(self, step):
+        def run(hidden, inputs):
+            self.ran.append(step)
+            return self.outputs[step].clone()
+        return run
+
+
+@pytest.mark.parametrize("blend", [1.0, 0.5])
+def test_spectrum_stack_forecasts_the_stack_output_on_its_schedule(blend):
+    """Computed calls follow Spectrum's schedule; a skipped call returns w times the Chebyshev ridge forecast over
+    every computed output so far plus 1 - w times the line through the last two (docs/spectrum.md 7, 10, 11)."""
+    steps, alpha = 20, 1.0
+    stack, wrapper = _StackCall(steps), spectrum_stack.SpectrumStack(blend, alpha)
+    hidden = torch.zeros(2, 3, 4)
+    schedule = spectrum_schedule(steps, 5, 2, alpha)
+    for step in range(steps):
+        out = wrapper(stack.executor(step), hidden, stack.inputs(step))
+        computed = [s for s in stack.ran if s < step]
+        if schedule[step]:
+            assert stack.ran[-1] == step and torch.equal(out, stack.outputs[step])
+            continue
+        assert step not in stack.ran
+        values = [stack.outputs[s] for s in computed]
+        (a, ya), (b, yb) = (computed[-2], values[-2]), (computed[-1], values[-1])
+        line = yb + (step - b) / (b - a) * (yb - ya)
+        expected = blend * _ridge_forecast(computed, values, step) + (1 - blend) * line.double()
+        torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+    assert stack.ran == [s for s in range(steps) if schedule[s]]
+
+
+def test_spectrum_stack_starts_afresh_each_run_and_per_batch_composition():
+    steps = 12
+    stack, wrapper = _StackCall(steps), spectrum_stack.SpectrumStack(1.0, 4.0)
+    hidden = torch.zeros(2, 3, 4)
+    for step in range(steps):
+        wrapper(stack.executor(step), hidden, stack.inputs(step))
+    first = list(stack.ran)
+    wrapper(stack.executor(0), hidden, stack.inputs(0, branches=(0,)))  # the empty prompt alone: its own run
+    assert stack.ran[len(first):] == [0]
+    del stack.ran[len(first):]
+    for step in range(steps):  # a second run of the batched call
+        wrapper(stack.executor(step), hidden, stack.inputs(step))
+    assert stack.ran == first + first
+
+
+def test_the_figure_has_one_panel_per_cell_and_a_point_per_run():
+    rows = [dict(cell=c, method="uncached", setting=0, pairs=[0], full=[35.0], metrics=[{}]) for c in "AB"]
+    rows += [dict(cell="A", method="m", setting=s, pairs=[0, 1], full=[f, f], metrics=[{"error": e}, {"error": e}])
+             for s, f, e in ((1, 17.5, 0.01), (2, 8.75, 0.1), (3, 35.0, 0.0))]
+    rows += [dict(cell="B", method="n", setting=1, pairs=[0], full=[11.0], metrics=[{"error": 0.02}])]
+    data = peer_figure.curves(rows, 35)
+    assert list(data) == ["A", "B"] and list(data["A"]) == ["m"]  # the exact run (error 0) is left out
+    assert data["A"]["m"] == [(2.0, pytest.approx(0.01)), (4.0, pytest.approx(0.1))]
+    assert data["B"]["n"] == [(35 / 11, pytest.approx(0.02))]
+    image = peer_figure.draw(rows, {"m": "method m"}, peers.TARGETS, 35)
+    assert image.size == (2 * peer_figure.PANEL[0], peer_figure.PANEL[1] + 22 + 16)
+    assert len(image.getcolors(1 << 16)) > 2  # more than background and axes
 
 
 def test_bench_peers_timing_quick_through_comfyui():
@@ -111,5 +265,5 @@ def test_bench_peers_timing_quick_through_comfyui():
     out = bench("bench_peers", "--quick", "--timing", "--archs", "cosmos3", comfyui=True)
     assert "| cache | full calls of 35 | calls speedup | wall-time speedup |" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and line.endswith("x |")]
-    assert [row.split(" | ")[0] for row in rows] == ["| seacache", "| seacache_sea", "| easycache", "| lazycache", "| fixed"]
+    assert [row.split(" | ")[0][2:] for row in rows] == [m.name for m in (*peers.METHODS, *peers.COSMOS3_METHODS)]
     assert all(float(row.split(" | ")[2].rstrip("x")) > 1.0 for row in rows)  # each computes fewer calls than 35

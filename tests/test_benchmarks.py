@@ -63,7 +63,7 @@ def test_bench_gate_smoke():
 
 
 def test_bench_forecast_quick():
-    out = run([sys.executable, "-m", "benchmarks.bench_forecast", "--quick"])
+    out = bench("bench_forecast", "--quick")
     assert "| 1280x720x189 | 44,160 | 345.0 | chebyshev | 12 | 4,140.0 | 8,280.0 |" in out
     assert "cpu     chebyshev blend 0.5 (order 1)  12 records" in out
 
@@ -100,6 +100,16 @@ def test_bench_sound_quick():
     assert "| variant | full calls of the two runs | sound latent error | SNR dB | log-spectral distance dB |" in out
     for label in ("video gate (sound_weight 0)", "joint gate (sound_weight 1)", "EasyCache rule", "evenly spaced"):
         assert f"| {label} |" in out
+
+
+def test_cachedit_cosmos3_quick():
+    """Cache-DiT's settings on the natural proxy in diffusers' Cosmos3: a row each, F8B8 refused on 3 layers."""
+    pytest.importorskip("cache_dit")
+    pytest.importorskip("diffusers")
+    out = bench("cachedit_cosmos3", "--quick")
+    assert "| Cache-DiT setting | full stack calls of 10 |" in out and "| uncached | 10.00 | 0.0000 |" in out
+    assert "| F8B8 @0.12 | - | - | refused: AssertionError: Fn_compute_blocks 8 must be less than" in out
+    assert "| TaylorSeer alone (every 2nd step, order 1) | 7.33 |" in out  # warm-up 2, then every 2nd of 8
 
 
 def test_bench_quality_speedup_quick():
