@@ -108,6 +108,12 @@ def first_block_indicator(
         return sea_filter_float32(first_block_view(modulated, tokens), sigma, power, (-3, -2, -1), cache)
 
 
+def indicator_bytes(tokens: VisionTokens, width: int) -> int:
+    """Bytes one branch item's stored indicator holds: the float32 filtered view of the frames read, ``width``
+    channels per token (the gate keeps it until the next step; a memory estimate counts it per branch)."""
+    return 4 * tokens.frames_read * tokens.grid[1] * tokens.grid[2] * width
+
+
 def published_config(**overrides) -> SeaCacheConfig:
     """The pack's gate settings that make diffusers' ``first_block`` decisions on a :func:`first_block_view`: the
     paper's ``sea`` distance (each step filtered at its own sigma), threshold 0.35, exponent 3 for videos and
