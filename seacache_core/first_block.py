@@ -54,7 +54,8 @@ class VisionTokens:
             frames = tuple(self.noisy_frames)
             if not frames or list(frames) != sorted(set(frames)) or frames[0] < 0 or frames[-1] >= grid[0]:
                 raise ValueError(
-                    f"noisy_frames must be distinct ascending frame indices in 0..{grid[0] - 1}, got {self.noisy_frames!r}"
+                    f"noisy_frames must be distinct ascending frame indices in 0..{grid[0] - 1}, "
+                    f"got {self.noisy_frames!r}"
                 )
             object.__setattr__(self, "noisy_frames", frames)
 

@@ -17,7 +17,8 @@ SIGMA_CLAMP = 1e-6
 EPS = 1e-16
 
 
-def vision_indexes(grid: tuple[int, int, int], noisy_frames: Sequence[int] | None = None, start: int = 0) -> torch.Tensor:
+def vision_indexes(grid: tuple[int, int, int], noisy_frames: Sequence[int] | None = None,
+                   start: int = 0) -> torch.Tensor:
     """Positions in the generator stream of the tokens of ``noisy_frames`` (all frames: None), frame by frame, as
     diffusers' Cosmos3 adapter finds them (the vision item's sequence positions minus the text prefix, rows of the
     noisy frames only). In this pack's Cosmos3 the video tokens open the generator stream (``start`` 0)."""

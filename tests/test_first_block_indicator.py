@@ -79,7 +79,8 @@ def run(request):
             velocity = model(latent, sigmas[step].float().expand(2), ids, fps=24.0, **cond)
             latent = latent + (sigmas[step + 1] - sigmas[step]).float() * velocity
     hook.handle.remove()
-    assert len(hook.calls) == STEPS and hook.calls[0].shape == (2, GRID[0] * GRID[1] * GRID[2], TINY_SIZES["hidden_size"])
+    assert len(hook.calls) == STEPS
+    assert hook.calls[0].shape == (2, GRID[0] * GRID[1] * GRID[2], TINY_SIZES["hidden_size"])
     return request.param, sigmas[:STEPS].tolist(), hook.calls
 
 
@@ -92,7 +93,8 @@ def reference_indicators(case: str, sigmas, calls) -> list[list[torch.Tensor]]:
     noisy = CASES[case]
     indexes = vision_indexes(GRID, noisy)
     shape = (GRID[0] if noisy is None else len(noisy), GRID[1], GRID[2])
-    return [[reference_indicator(x[i], indexes, shape, sigma) for i in range(len(KEYS))] for sigma, x in zip(sigmas, calls)]
+    return [[reference_indicator(x[i], indexes, shape, sigma) for i in range(len(KEYS))]
+            for sigma, x in zip(sigmas, calls)]
 
 
 def test_indicator_matches_reference(run):
@@ -100,7 +102,8 @@ def test_indicator_matches_reference(run):
     expected = reference_indicators(case, sigmas, calls)
     for step, (sigma, x) in enumerate(zip(sigmas, calls)):
         got = first_block_indicator(x, tokens_of(case), sigma)
-        assert got.dtype == torch.float32 and got.shape == (2, TINY_SIZES["hidden_size"], expected[step][0].shape[0], *GRID[1:])
+        frames = expected[step][0].shape[0]
+        assert got.dtype == torch.float32 and got.shape == (2, TINY_SIZES["hidden_size"], frames, *GRID[1:])
         for item in range(len(KEYS)):
             got_item = got[item].permute(1, 2, 3, 0)
             assert rel_err(got_item, expected[step][item]) < TOLERANCE, (case, step, item)
@@ -213,3 +216,27 @@ def test_captured_tensor_is_diffusers_first_block_input(noisy):
     tokens_thw = stream.index_select(0, vision_indexes(GRID, noisy)).reshape(*shape, -1)
     shipped = sea_cache._apply_sea_filter(tokens_thw, sigma=sigma.item(), power_exp=3.0)
     assert rel_err(got[0].permute(1, 2, 3, 0), shipped.double()) < 2e-5
+
+
+def test_view_picks_the_vision_tokens_of_the_frames_read():
+    """Tokens 1..12 of a 14-token sequence are a (3, 2, 2) grid; frames 0 and 2 are read, channels first."""
+    modulated = torch.arange(2 * 14 * 5, dtype=torch.float32).reshape(2, 14, 5)
+    view = first_block_view(modulated, VisionTokens((3, 2, 2), start=1, noisy_frames=(0, 2)))
+    assert view.shape == (2, 5, 2, 2, 2)
+    for item in range(2):
+        for i, frame in enumerate((0, 2)):
+            rows = modulated[item, 1 + frame * 4 : 1 + (frame + 1) * 4]  # the frame's 4 tokens, row by row
+            assert torch.equal(view[item, :, i].reshape(5, 4), rows.T)
+
+
+def test_bad_layouts_are_refused_before_any_filtering():
+    with pytest.raises(ValueError, match="grid must be three positive integers"):
+        VisionTokens((0, 2, 2))
+    with pytest.raises(ValueError, match="noisy_frames must be distinct ascending frame indices in 0..2"):
+        VisionTokens((3, 2, 2), noisy_frames=(1, 3))
+    with pytest.raises(ValueError, match="noisy_frames"):
+        VisionTokens((3, 2, 2), noisy_frames=(2, 1))
+    with pytest.raises(ValueError, match=r"vision tokens 2..13 \(grid \(3, 2, 2\)\) do not fit a sequence of 12"):
+        first_block_view(torch.zeros(1, 12, 4), VisionTokens((3, 2, 2), start=2))
+    with pytest.raises(ValueError, match=r"tokens \[B, N, D\]"):
+        first_block_view(torch.zeros(1, 4, 12, 4), VisionTokens((3, 2, 2)))
