@@ -56,6 +56,13 @@ def test_bench_gate_smoke():
     assert "decide" in out and "gain build" in out and "one batched call per step (batch 2):" in out
 
 
+def test_bench_first_block_quick():
+    out = bench("bench_first_block.py", "--quick")
+    assert "| model | tokens x width | raw sea | raw same-sigma | first block |" in out
+    # the bytes kept per branch at Nano 720p follow from the config alone: 48 x 23 x 40 tokens x 4096 x 4 B
+    assert "raw latent (sea, sea same-sigma), float32: 33,177,600 B" in out and "723,517,440 B (690.0 MiB)" in out
+
+
 def test_bench_cosmos3_smoke():
     out = bench("bench_cosmos3.py", "--smoke")
     assert "text K/V cache on" in out and "streamed" in out and "naive" in out
