@@ -5,10 +5,11 @@ scripts capture, and where each host reaches that tensor).
 The host hands over the tensor the first block would feed its attention (``norm1(x) * (1 + scale) + shift`` on
 adaLN models; ``input_layernorm_moe_gen(x)`` on Cosmos3, which adds its time embedding to the tokens instead) as
 tokens ``[B, N, D]``, and says where the vision tokens sit (:class:`VisionTokens`). :func:`first_block_view` lays
-them out as a video of ``D`` channels, ``[B, D, T, H, W]``: the shape every SeaCache gate reads, so
-``SeaCacheGate.decide`` given this view in place of the sampler's latent, with :func:`published_config`, makes
-diffusers' ``first_block`` decisions (the filter is the pack's one, ``sea_filter_float32``; the distance its
-per-item relative L1). :func:`first_block_indicator` is the filtered view itself.
+them out as a video of ``D`` channels, ``[B, D, T, H, W]``: the shape every SeaCache gate reads. The gates
+``"first_block"`` and ``"first_block_same_sigma"`` decide on this view (``SeaCacheRun.pending``: the call is decided
+when the host's seam enters the stack with it), and with :func:`published_config` they make diffusers'
+``first_block`` decisions (the filter is the pack's one, ``sea_filter_float32``; the distance its per-item relative
+L1). :func:`first_block_indicator` is the filtered view itself.
 """
 
 from __future__ import annotations
@@ -109,18 +110,18 @@ def first_block_indicator(
         return sea_filter_float32(first_block_view(modulated, tokens), sigma, power, (-3, -2, -1), cache)
 
 
-def indicator_bytes(tokens: VisionTokens, width: int) -> int:
-    """Bytes one branch item's stored indicator holds: the float32 filtered view of the frames read, ``width``
-    channels per token (the gate keeps it until the next step; a memory estimate counts it per branch)."""
-    return 4 * tokens.frames_read * tokens.grid[1] * tokens.grid[2] * width
+def indicator_bytes(tokens: VisionTokens, width: int, element_size: int = 4) -> int:
+    """Bytes one branch item's stored indicator holds: the view of the frames read, ``width`` channels per token,
+    at ``element_size`` bytes each (the gate keeps it in the model dtype until the next step; 4 for float32)."""
+    return element_size * tokens.frames_read * tokens.grid[1] * tokens.grid[2] * width
 
 
 def published_config(**overrides) -> SeaCacheConfig:
     """The pack's gate settings that make diffusers' ``first_block`` decisions on a :func:`first_block_view`: the
-    paper's ``sea`` distance (each step filtered at its own sigma), threshold 0.35, exponent 3 for videos and
-    images, the first and the last step computed, no cap on reuses in a row, and order 0 (a reused step adds the
-    last computed residual unchanged). ``overrides`` replace any of them."""
+    ``first_block`` gate (each step filtered at its own sigma), threshold 0.35, exponent 3 for videos and images,
+    the first and the last step computed, no cap on reuses in a row, and order 0 (a reused step adds the last
+    computed residual unchanged). ``overrides`` replace any of them."""
     settings = dict(threshold=PUBLISHED_THRESHOLD, order=0, max_consecutive=-1, warmup_steps=1, end_steps=1,
-                    power=PUBLISHED_POWER, gate="sea")
+                    power=PUBLISHED_POWER, gate="first_block")
     return SeaCacheConfig(**{**settings, **overrides})
 

@@ -30,7 +30,7 @@ def test_patch_computes_what_the_first_block_feeds_its_attention(comfy, import_p
     spec = tiny_comfy_models.SPECS[name]
     model = tiny_comfy_models.build(name)
     diffusion_model = model.model.diffusion_model
-    compute = inputs.FAMILIES[(type(diffusion_model).__module__, type(diffusion_model).__name__)]
+    compute = inputs.FAMILIES[(type(diffusion_model).__module__, type(diffusion_model).__name__)].modulated
     block = getattr(diffusion_model, FIRST_BLOCKS.get(name, "blocks"))[0]
     computed, fed = [], []
 

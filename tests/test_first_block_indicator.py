@@ -3,8 +3,8 @@
 
 The tensor is captured by a forward hook the test places on the first generator layer's input norm
 (``layers[0].input_layernorm_moe_gen``): the model knows nothing of the cache. Over an uncached Euler trajectory
-the pack's indicators, distances and the gate's reuse/compute decisions (``published_config``, the view in place
-of the latent) equal the reference's; with diffusers installed, the captured tensor also equals what diffusers'
+the pack's indicators, distances and the run's reuse/compute decisions (``published_config``: the ``first_block``
+gate, each call pending until it enters with the view) equal the reference's; with diffusers installed, the captured tensor also equals what diffusers'
 Cosmos3 feeds its first layer's attention, and the filter diffusers ships agrees with the pack's.
 """
 
@@ -14,13 +14,12 @@ import pytest
 import torch
 
 from cosmos3 import Cosmos3Config
-from cosmos3.random_weights import random_model
 from cosmos3.schedule import reference_sigmas
-from seacache_core import GatedCall, SeaCacheGate
-from seacache_core.distance import item_distances
+from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances
 from seacache_core.first_block import (
     PUBLISHED_THRESHOLD, VisionTokens, first_block_indicator, first_block_view, published_config,
 )
+from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.first_block_reference import (
     ReferenceGate, reference_distance, reference_indicator, vision_indexes,
 )
@@ -61,7 +60,7 @@ def prompts() -> torch.Tensor:
 @pytest.fixture(scope="module", params=sorted(CASES))
 def run(request):
     """An uncached Euler run of the tiny model (cond and uncond batched, image-to-video with frame 0 given):
-    (case, sigmas, the first block's input at every step)."""
+    (case, the schedule's sigmas, the first block's input at every step)."""
     noisy = CASES[request.param]
     model = random_model(Cosmos3Config(**TINY_SIZES), torch.float32, "cpu", seed=3)
     hook = FirstBlockInputs(model.layers[0])
@@ -81,7 +80,7 @@ def run(request):
     hook.handle.remove()
     assert len(hook.calls) == STEPS
     assert hook.calls[0].shape == (2, GRID[0] * GRID[1] * GRID[2], TINY_SIZES["hidden_size"])
-    return request.param, sigmas[:STEPS].tolist(), hook.calls
+    return request.param, sigmas.tolist(), hook.calls
 
 
 def tokens_of(case: str) -> VisionTokens:
@@ -130,18 +129,20 @@ def test_distances_match_reference(run):
 
 
 def _pack_decisions(case, sigmas, calls, threshold) -> dict[str, list[tuple[bool, float | None]]]:
-    """Per branch, per step: (computes, distance) of the pack's gate on the first-block view, one call per branch
-    (diffusers gates each cache context on its own)."""
-    gate = SeaCacheGate(published_config(threshold=threshold))
+    """Per branch, per step: (computes, distance) of the pack's run on the first-block view, one call per branch
+    (diffusers gates each cache context on its own), each pending until it enters the stack with the view."""
+    run = SeaCacheRun(published_config(threshold=threshold), sigmas)
     decisions = {key: [] for key in KEYS}
-    for step, (sigma, x) in enumerate(zip(sigmas, calls)):
+    for sigma, x in zip(sigmas[:STEPS], calls):
         view = first_block_view(x, tokens_of(case))
         for item, key in enumerate(KEYS):
-            call = GatedCall(gate, gate.decide([key], view[item : item + 1], sigma, step, STEPS))
-            reused = call.predict(torch.zeros(1, 1)) is not None
+            call = run.pending(sigma, [key])
+            stack_in = torch.zeros(1, 1)
+            reused = call.enter(stack_in, lambda: view[item : item + 1]) is not None
             if not reused:
-                call.commit(torch.zeros(1, 1))
-            decisions[key].append((not reused, call.decision.distance))
+                call.leave(stack_in + 1)
+            assert call.done and call.failure is None
+            decisions[key].append((not reused, call.distance))
     return decisions
 
 
@@ -240,3 +241,54 @@ def test_bad_layouts_are_refused_before_any_filtering():
         first_block_view(torch.zeros(1, 12, 4), VisionTokens((3, 2, 2), start=2))
     with pytest.raises(ValueError, match=r"tokens \[B, N, D\]"):
         first_block_view(torch.zeros(1, 4, 12, 4), VisionTokens((3, 2, 2)))
+
+
+def _view(seed: int, dtype=torch.float32, frames: int = 3) -> torch.Tensor:
+    """A first-block view [1, D, T, H, W] (16 channels on a (frames, 4, 6) grid)."""
+    return torch.randn(1, 16, frames, 4, 6, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def test_a_pending_call_is_decided_when_it_enters_with_the_view():
+    """Nothing is read or changed before the seam enters; a seam that hands over no view computes (the call
+    records the failure, the stack runs) and leaves the run untouched."""
+    run = SeaCacheRun(published_config(), [0.9, 0.6, 0.3, 0.0])
+    call = run.pending(0.9, ["c"])
+    assert call.step is None and not run.states and not run.stats.records
+    assert call.enter(torch.zeros(1, 2)) is None
+    assert isinstance(call.failure, ValueError) and "first block" in str(call.failure)
+    assert not call.done and not run.states and not run.stats.records
+
+    call = run.pending(0.9, ["c"])
+    assert call.enter(torch.zeros(1, 2), lambda: _view(0)) is None  # step 0: warm-up
+    assert (call.step, call.reason, call.reuse) == (0, "warmup", False)
+    call.leave(torch.ones(1, 2))
+    assert call.done and run.stats.records[-1].reason == "warmup" and "c" in run.states
+
+
+@pytest.mark.parametrize("gate", ["first_block", "first_block_same_sigma"])
+def test_first_block_gates_keep_the_view_in_its_dtype(gate):
+    """A bf16 view is kept in bf16 (as diffusers keeps it: half the bytes); the latent gates keep float32."""
+    for dtype in (torch.bfloat16, torch.float32):
+        run = SeaCacheRun(published_config(gate=gate), [0.9, 0.6, 0.0])
+        call = run.pending(0.9, ["c"])
+        call.enter(torch.zeros(1, 2), lambda: _view(0, dtype))
+        call.leave(torch.ones(1, 2))
+        assert run.states["c"].indicator.dtype == dtype
+    latent_gate = SeaCacheRun(SeaCacheConfig(gate="sea"), [0.9, 0.6, 0.0])
+    latent_gate.decide(_view(0, torch.bfloat16), 0.9, ["c"]).commit(torch.ones(1, 2))
+    assert latent_gate.states["c"].indicator.dtype == torch.float32
+
+
+def test_first_block_gates_filter_images_with_exponent_3_by_default():
+    """On a one-frame view the exponent "auto" (None) is the published 3, not the latent gates' 2 for images."""
+
+    def distance(gate, power):
+        run = SeaCacheRun(SeaCacheConfig(gate=gate, power=power, threshold=1.0), [0.9, 0.6, 0.0])
+        first = run.pending(0.9, ["c"])
+        first.enter(torch.zeros(1, 2), lambda: _view(0, frames=1))
+        first.leave(torch.ones(1, 2))
+        second = run.pending(0.6, ["c"])
+        second.enter(torch.zeros(1, 2), lambda: _view(1, frames=1))
+        return second.distance
+
+    assert distance("first_block", None) == distance("first_block", 3.0) != distance("first_block", 2.0)

@@ -11,9 +11,10 @@ per run, and one warning when calls ran whole because they missed the seam.
 
 Failure behaviour, the same for every seam:
 
-- Bad settings, a MODEL that is no diffusion model, another step cache on the MODEL, or run inputs SeaCache cannot
-  serve (:mod:`.run_inputs`): ValueError at Apply or at run start, before the first step, naming the problem and
-  the fix; the input MODEL is unchanged.
+- Bad settings, a MODEL that is no diffusion model, another step cache on the MODEL, run inputs SeaCache cannot
+  serve, or a first-block gate on a run that cannot hand over the first block's input (:mod:`.run_inputs`):
+  ValueError at Apply or at run start, before the first step, naming the problem and the fix; the input MODEL is
+  unchanged.
 - A call that never passes the seam (a code path the seam does not know, an output that does not match the
   latent): it ran whole, so its output is exact; the run forgets it and the report counts it in ``uncached_calls``.
 - Guidance calls with other replacement patches than the sampler's (skip-layer guidance, perturbed attention) follow
@@ -38,7 +39,7 @@ from ...seacache_core import Call, SeaCacheRun
 from ...seacache_core.run import agreed_reuse
 from ..run_scope import run_scoped_option
 from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
-from .run_inputs import refuse_bad_run_inputs
+from .run_inputs import refuse_bad_run_inputs, refuse_unreachable_first_block
 from .seams import select_seam
 from .seams.base import CALL_OPTION, RUN_OPTION, WINDOWED_STEP_OPTION, Seam
 from .settings import SETTINGS_OPTION, SeaCacheSettings
@@ -132,37 +133,44 @@ class SamplingRun(SeaCacheRun):
     def start_call(self, transformer_options: dict, base_model, x: torch.Tensor, t: torch.Tensor,
                    keys: list | None = None) -> Call | None:
         """The call on the sampler's latent ``x`` at timestep ``t``, decided on the latent in the flow convention the
-        SEA filter assumes (an audio-video latent's sound stream with it, scaled alike); ``keys`` name the branch of
-        each item (default: from the call's conditioning entries). None when the call must run whole (counted):
-        SeaCache stopped caching in this run, or the decision raises now (caching stops). A sequence-parallel run's
-        ranks still agree on it."""
+        SEA filter assumes (an audio-video latent's sound stream with it, scaled alike), or under a first-block gate
+        pending until the seam enters the stack (decided there on the first block's input, filtered at the same flow
+        sigma); ``keys`` name the branch of each item (default: from the call's conditioning entries). None when the
+        call must run whole (counted): SeaCache stopped caching in this run, or the decision raises now (caching
+        stops). A sequence-parallel run's ranks still agree on it."""
         call = None
         if self.stopped is not None:
             agreed_reuse(False, x.device)  # the other ranks of a sequence-parallel run agree on this call too
         else:
             try:
-                # The gate's streams: when ComfyUI packed a video and a sound latent into [B, 1, N] (their shapes in
-                # latent_shapes), the video and Cosmos3's [B, C, T] sound (LTX-2's [B, C, T, F] audio is not
-                # handed to the gate: the joint gate was not measured on it); else the latent itself.
-                video, sound, shapes = x, None, getattr(base_model, "latent_shapes", None)
-                if shapes is not None and len(shapes) >= 2 and x.ndim == 3:
-                    cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
-                    video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
-                    if len(shapes) == 2 and len(shapes[1]) == 3:
-                        sound = x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
                 sigma = t.flatten()[:1]
-                if sigma.device.type in ("cuda", "cpu"):  # sigma is read on the host with the distances
+                on_device = sigma.device.type in ("cuda", "cpu")  # sigma is read on the host with the distances
+                if on_device:
                     scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
-                    streams = [s if s is None else (s.to(torch.float32 if s.dtype in HALF else s.dtype)
-                               * scale.to(torch.float32 if s.dtype in HALF else s.dtype)).to(s.dtype) for s in (video, sound)]
                 else:  # no float64 there (MPS): sigma read here, the conversion on the host
                     sigma = float(sigma)
                     scale, filter_sigma = (float(v) for v in flow_scale_and_sigma(base_model.model_sampling, torch.tensor(sigma, dtype=torch.float64)))
-                    streams = [s if s is None or scale == 1.0 else s * scale for s in (video, sound)]
                 if keys is None:
                     with self.lock:
                         keys = self.branch_keys(transformer_options, x.shape[0])
-                call = self.decide(streams[0], sigma, keys, filter_sigma, streams[1])
+                if self.indicator.reads_first_block:  # decided where the seam enters the stack, on its first block
+                    call = self.pending(sigma, keys, filter_sigma)
+                else:
+                    # The gate's streams: when ComfyUI packed a video and a sound latent into [B, 1, N] (their shapes
+                    # in latent_shapes), the video and Cosmos3's [B, C, T] sound (LTX-2's [B, C, T, F] audio is not
+                    # handed to the gate: the joint gate was not measured on it); else the latent itself.
+                    video, sound, shapes = x, None, getattr(base_model, "latent_shapes", None)
+                    if shapes is not None and len(shapes) >= 2 and x.ndim == 3:
+                        cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
+                        video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
+                        if len(shapes) == 2 and len(shapes[1]) == 3:
+                            sound = x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
+                    if on_device:
+                        streams = [s if s is None else (s.to(torch.float32 if s.dtype in HALF else s.dtype)
+                                   * scale.to(torch.float32 if s.dtype in HALF else s.dtype)).to(s.dtype) for s in (video, sound)]
+                    else:
+                        streams = [s if s is None or scale == 1.0 else s * scale for s in (video, sound)]
+                    call = self.decide(streams[0], sigma, keys, filter_sigma, streams[1])
             except Exception as exc:  # noqa: BLE001 - SeaCache's decision failed: this call and the rest run whole
                 self.stop_caching(exc)
         if call is None:
@@ -261,6 +269,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_OPTION]
     refuse_other_caches(guider.model_patcher, guider.model_options)
     seam = select_seam(guider.model_patcher, guider.model_options)
+    refuse_unreachable_first_block(settings.config, seam, guider.conds)
     sigmas, channels = refuse_bad_run_inputs(args, kwargs)
     run = SamplingRun(settings, seam, sigmas, guider.model_patcher.get_model_object("model_sampling"), channels)
     status = "failed"

@@ -1,17 +1,33 @@
 """Seam for this pack's Cosmos3: the generator stack (``run_gen_stack``, every layer's generator pathway over
 cached text K/V), entered and left through the model's own ``GEN_STACK_WRAPPER`` hook. A reused call runs neither
-the generator layers nor the text pathway."""
+the generator layers nor the text pathway. It reaches the first block's input: first-block gates decide on
+:func:`first_block_of` at the stack's entry."""
 
 from __future__ import annotations
 
 import comfy.patcher_extension
+import torch
 
 from ...cosmos3.comfy_model import Cosmos3
 from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
 from ...cosmos3.latent_streams import item_tokens
-from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall
+from ....seacache_core.first_block import VisionTokens, first_block_view
+from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, any_conditioning
 
 NAME = "Cosmos3 generator stack (this pack)"
+
+
+def first_block_of(model, hidden: torch.Tensor, inputs) -> torch.Tensor:
+    """The first generator layer's input norm of the stack input ``hidden`` on the video tokens of the noisy frames,
+    as a video ``[B, D, T', H, W]``: what diffusers' ``first_block`` indicator reads on Cosmos3 (conditioned frames
+    left out; the sound tokens after the video's too). A frame conditioned in any item of the call is left out of
+    every item, so the items share one grid. Reads the conditioned frames to the host (one read per call)."""
+    clean = inputs.frame_is_clean.any(dim=0).tolist()
+    noisy = tuple(frame for frame, given in enumerate(clean) if not given)
+    if not noisy:
+        raise ValueError("every frame of this call is conditioned: the first block's view has no noisy frame")
+    with torch.no_grad():
+        return first_block_view(model.layers[0].input_layernorm_moe_gen(hidden), VisionTokens(inputs.grid, 0, noisy))
 
 
 def gen_stack_seam(executor, hidden, inputs):
@@ -20,7 +36,7 @@ def gen_stack_seam(executor, hidden, inputs):
     call: SeamCall | None = inputs.transformer_options.get(CALL_OPTION)
     if call is None:
         return executor(hidden, inputs)
-    predicted = call.enter(hidden)
+    predicted = call.enter(hidden, lambda: first_block_of(executor.class_obj, hidden, inputs))
     if predicted is not None:
         return predicted
     out = executor(hidden, inputs)
@@ -40,5 +56,5 @@ def _residual_numel(diffusion_model, input_shape) -> int:
 def seam_for(model_patcher, model_options: dict) -> Seam | None:
     """The generator-stack seam for a MODEL from this pack's Cosmos3 Loader, None for any other model."""
     if isinstance(getattr(model_patcher, "model", None), Cosmos3):
-        return Seam(NAME, _residual_numel, _enter_run, auto_order=2)
+        return Seam(NAME, _residual_numel, _enter_run, auto_order=2, first_block=any_conditioning)
     return None
