@@ -96,6 +96,18 @@ def first_block_view(modulated: torch.Tensor, tokens: VisionTokens) -> torch.Ten
     return video.permute(0, 4, 1, 2, 3)
 
 
+def noisy_frames_view(modulated: torch.Tensor, grid: tuple[int, int, int], frame_is_clean: torch.Tensor) -> torch.Tensor:
+    """:func:`first_block_view` of the video tokens that open ``modulated`` ``[B, N, D]`` on the token ``grid``,
+    without the frames ``frame_is_clean`` ``[B, T]`` flags in any item (diffusers reads the noisy frames only; a
+    frame conditioned in one item is left out of all, so the items share one grid). Reads the flags to the host.
+    ValueError when every frame is conditioned."""
+    clean = frame_is_clean.any(dim=0).tolist()
+    noisy = tuple(frame for frame, given in enumerate(clean) if not given)
+    if not noisy:
+        raise ValueError("every frame is conditioned: the first block's view has no noisy frame")
+    return first_block_view(modulated, VisionTokens(tuple(grid), 0, noisy))
+
+
 def first_block_indicator(
     modulated: torch.Tensor,
     tokens: VisionTokens,

@@ -17,7 +17,7 @@ from cosmos3 import Cosmos3Config
 from cosmos3.schedule import reference_sigmas
 from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances
 from seacache_core.first_block import (
-    PUBLISHED_THRESHOLD, VisionTokens, first_block_indicator, first_block_view, published_config,
+    PUBLISHED_THRESHOLD, VisionTokens, first_block_indicator, first_block_view, noisy_frames_view, published_config,
 )
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.first_block_reference import (
@@ -228,6 +228,16 @@ def test_view_picks_the_vision_tokens_of_the_frames_read():
         for i, frame in enumerate((0, 2)):
             rows = modulated[item, 1 + frame * 4 : 1 + (frame + 1) * 4]  # the frame's 4 tokens, row by row
             assert torch.equal(view[item, :, i].reshape(5, 4), rows.T)
+
+
+def test_the_noisy_frames_view_leaves_out_a_frame_conditioned_in_any_item():
+    """Frame 0 given in item 0 only, frame 2 in none: both items read frames 1 and 2 (one grid for the batch)."""
+    modulated = torch.randn(2, 3 * 2 * 2 + 4, 5)  # a (3, 2, 2) video grid, 4 sound tokens after it
+    clean = torch.tensor([[True, False, False], [False, False, False]])
+    view = noisy_frames_view(modulated, (3, 2, 2), clean)
+    assert torch.equal(view, first_block_view(modulated, VisionTokens((3, 2, 2), noisy_frames=(1, 2))))
+    with pytest.raises(ValueError, match="every frame is conditioned"):
+        noisy_frames_view(modulated, (3, 2, 2), torch.ones(2, 3, dtype=torch.bool))
 
 
 def test_bad_layouts_are_refused_before_any_filtering():

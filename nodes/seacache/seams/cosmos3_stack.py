@@ -11,7 +11,7 @@ import torch
 from ...cosmos3.comfy_model import Cosmos3
 from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
 from ...cosmos3.latent_streams import item_tokens
-from ....seacache_core.first_block import VisionTokens, first_block_view
+from ....seacache_core.first_block import noisy_frames_view
 from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, any_conditioning
 
 NAME = "Cosmos3 generator stack (this pack)"
@@ -20,14 +20,9 @@ NAME = "Cosmos3 generator stack (this pack)"
 def first_block_of(model, hidden: torch.Tensor, inputs) -> torch.Tensor:
     """The first generator layer's input norm of the stack input ``hidden`` on the video tokens of the noisy frames,
     as a video ``[B, D, T', H, W]``: what diffusers' ``first_block`` indicator reads on Cosmos3 (conditioned frames
-    left out; the sound tokens after the video's too). A frame conditioned in any item of the call is left out of
-    every item, so the items share one grid. Reads the conditioned frames to the host (one read per call)."""
-    clean = inputs.frame_is_clean.any(dim=0).tolist()
-    noisy = tuple(frame for frame, given in enumerate(clean) if not given)
-    if not noisy:
-        raise ValueError("every frame of this call is conditioned: the first block's view has no noisy frame")
+    and the sound tokens after the video's left out). One host read per call: the conditioned frames."""
     with torch.no_grad():
-        return first_block_view(model.layers[0].input_layernorm_moe_gen(hidden), VisionTokens(inputs.grid, 0, noisy))
+        return noisy_frames_view(model.layers[0].input_layernorm_moe_gen(hidden), inputs.grid, inputs.frame_is_clean)
 
 
 def gen_stack_seam(executor, hidden, inputs):
