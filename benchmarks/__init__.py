@@ -1,2 +1,3 @@
-"""Benchmarks (each prints its numbers and has a smoke mode the suite runs), the quality proxies' training and
-the Cosmos3 memory plan. Run a benchmark as ``python benchmarks/<name>.py``."""
+"""Benchmarks (each prints its numbers and has a smoke mode the suite runs) and the quality proxies' trainer. Run
+one from the repository root as ``python -m benchmarks.<name>``; what they share with the tests (the proxies, the
+memory plan, the peer packs, the pair statistics) lives in ``seacache_testing``."""

@@ -1,6 +1,6 @@
 """Cost of one Cosmos3 call with and without the text K/V cache, and host memory of a sharded load.
 
-Run as `python benchmarks/bench_cosmos3.py` (no ComfyUI needed; ``--smoke``: the ``tiny`` preset, a small latent and
+Run as `python -m benchmarks.bench_cosmos3` (no ComfyUI needed; ``--smoke``: the ``tiny`` preset, a small latent and
 one repeat, seconds on the CPU). Prints numbers; asserts nothing about time.
 
 (a) One full model call of the ``medium`` preset on the CPU: batch 2 (cond + uncond with prompts of 180 and
@@ -37,11 +37,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, str(ROOT))
-
-from cosmos3 import (  # noqa: E402
+from cosmos3 import (
     TEXT_KV_CACHE_KEY,
     Cosmos3Config,
     Cosmos3Transformer,
@@ -55,6 +51,7 @@ LATENT_SHAPE = (2, 48, 9, 16, 16)  # 256x256, 33 frames after the 4x temporal / 
 PROMPT_LENGTHS = (180, 60)  # cond, uncond (padded with -1 to the longest)
 REPEATS = 3
 SMOKE = dict(preset="tiny", latent_shape=(2, 48, 2, 4, 4), repeats=1)
+ROOT = Path(__file__).resolve().parents[1]  # the subprocess measuring a load runs this module from here
 MB = 1024**2
 
 
@@ -220,7 +217,8 @@ def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
 
 def load_in_subprocess(mode: str, checkpoint: str) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--measure-load", mode, checkpoint], check=True, capture_output=True, text=True
+        [sys.executable, "-m", "benchmarks.bench_cosmos3", "--measure-load", mode, checkpoint],
+        cwd=ROOT, check=True, capture_output=True, text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 

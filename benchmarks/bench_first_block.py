@@ -173,7 +173,7 @@ def kept_in(dtype, views: list[torch.Tensor], sigmas) -> tuple[list[dict], list[
 def storage_dtype(pairs: int, steps: int = 35) -> None:
     """(d): the first-block gate's distances and decisions with the view kept in bf16 against float32, on the
     natural Cosmos3 proxy run in bf16."""
-    from benchmarks import train_proxy as proxy
+    from seacache_testing import quality_proxy as proxy
 
     data = proxy.NATURAL
     model = proxy.load_proxy(data.folder, dtype=torch.bfloat16, data=data)

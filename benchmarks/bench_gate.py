@@ -1,6 +1,6 @@
 """Cost of the SeaCache gate on Cosmos3 latent shapes, and gain rebuilds over a run.
 
-Run as `python benchmarks/bench_gate.py` (``--smoke``: tiny latents, one repeat, seconds on the CPU). Prints
+Run as `python -m benchmarks.bench_gate` (``--smoke``: tiny latents, one repeat, seconds on the CPU). Prints
 numbers; asserts nothing about time.
 
 (a) Gate cost per step: one `SeaCacheRun.decide` on the adjacent step of a branch with history, i.e. the
@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun  # noqa: E402
+from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun
 
 SHAPES = {
     "1280x720x189f [1,48,48,45,80]": ((1, 48, 48, 45, 80), 3),

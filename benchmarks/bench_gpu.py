@@ -3,11 +3,11 @@
 Builds ``cosmos3.Cosmos3Transformer`` with random weights directly on the device (hidden 4096, 36 layers, 32/8
 heads x 128, MLP 12288, vocab 151936: the ``Cosmos3Config`` defaults), no file and no download, and runs the
 reference sampler loop (flow-matching Euler over ``reference_sigmas``, CFG 6 with cond and uncond batched in one
-call) uncached and with SeaCache at its defaults, per size and weight storage (bf16; fp8 e4m3fn storage with
-bf16 compute). Prints one table: per-step time of computed and reused steps, the gate's cost (SEA filter +
-distance) as % of a computed step, wall time, measured speedup vs the ideal calls/full, and the peak of
-``torch.cuda.max_memory_allocated`` split into weights, activations, text K/V and SeaCache history (measured;
-the activation estimate of ``cosmos3.model.activation_bytes`` beside it).
+call) uncached and with SeaCache at the paper's recipe (gate ``sea``, threshold 0.25), per size and weight storage
+(bf16; fp8 e4m3fn storage with bf16 compute). Prints one table: per-step time of computed and reused steps, the
+gate's cost (SEA filter + distance) as % of a computed step, wall time, measured speedup vs the ideal calls/full,
+and the peak of ``torch.cuda.max_memory_allocated`` split into weights, activations, text K/V and SeaCache history
+(measured; the activation estimate of ``cosmos3.model.activation_bytes`` beside it).
 
 Timing: CUDA events around every step with a synchronisation per step, after a warm-up run of each path
 (computed and reused steps). Random weights make the gate decide differently from trained ones, so
@@ -20,9 +20,9 @@ Default run: 832x480x93 with 35 steps and 1280x720x189 with 10 steps, bf16 and f
 to take 5-7 min on one H200 (not yet measured); a run whose estimate (from its warm-up) would end after
 ``--budget-s`` (default 420 s) is skipped and listed, so the command stays under 8 minutes. ``--smoke`` runs tiny dims on the CPU.
 
-    python benchmarks/bench_gpu.py                       # the default GPU run
-    python benchmarks/bench_gpu.py --sizes 832x480x93@35 --dtypes fp8 --replay "F R C C R R C ..."
-    python benchmarks/bench_gpu.py --smoke               # CPU, tiny model, same table
+    python -m benchmarks.bench_gpu                       # the default GPU run
+    python -m benchmarks.bench_gpu --sizes 832x480x93@35 --dtypes fp8 --replay "F R C C R R C ..."
+    python -m benchmarks.bench_gpu --smoke               # CPU, tiny model, same table
 """
 
 from __future__ import annotations
@@ -32,22 +32,17 @@ import gc
 import math
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas  # noqa: E402
-from benchmarks.memory_plan import GIB, activation_bytes, latent_grid, nbytes  # noqa: E402
-from seacache_testing.cosmos3_random_weights import random_model  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheRun  # noqa: E402
-from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
+from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, reference_sigmas
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.cosmos3_random_weights import random_model
+from seacache_testing.memory_plan import GIB, activation_bytes, latent_grid, nbytes
+from seacache_testing.seacache_host import SeaCachedCosmos3
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 DEFAULT_SIZES = "832x480x93@35,1280x720x189@10"

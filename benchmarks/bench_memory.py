@@ -5,27 +5,22 @@ checkpoint): parameter counts and weight bytes per pathway and storage dtype (bf
 activation peak estimate, text K/V, SeaCache history and VAE decode at 832x480x93 and 1280x720x189, and which
 placements fit a card of ``--card-gib`` (default 24). No GPU and no download needed.
 
-    python benchmarks/bench_memory.py [--card-gib 24] [--reserve-gib 1] [--prompt-tokens 512 512] [--config FILE]
+    python -m benchmarks.bench_memory [--card-gib 24] [--reserve-gib 1] [--prompt-tokens 512 512] [--config FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
 import torch
 
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from cosmos3 import Cosmos3Config  # noqa: E402
-from benchmarks.memory_plan import (  # noqa: E402
+from cosmos3 import Cosmos3Config
+from seacache_core import SeaCacheConfig
+from seacache_testing.memory_plan import (
     GENERATOR, GIB, SHARED, TEXT, generator_tokens, gib, meta_model, plan, run_memory, unread_parameters,
     weight_bytes,
 )
-from seacache_core import SeaCacheConfig  # noqa: E402
 
 SIZES = ((832, 480, 93), (1280, 720, 189))
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}

@@ -2,7 +2,7 @@
 
 Each trained proxy (``benchmarks/train_proxy.py``; not Cosmos3-Nano, not Wan 2.1 1.3B) is loaded the way a user
 loads its model: the two Cosmos3-architecture proxies written as checkpoint folders and read by this pack's
-Cosmos3 Loader, the Wan 2.1 proxy (``benchmarks/proxy_wan.py``) by ComfyUI's own UNETLoader. Every prompt/seed
+Cosmos3 Loader, the Wan 2.1 proxy (``seacache_testing/proxy_wan.py``) by ComfyUI's own UNETLoader. Every prompt/seed
 pair is sampled through ComfyUI's sampler nodes (SamplerCustomAdvanced, CFGGuider, euler, cond and uncond in one
 call) uncached and with each cache:
 
@@ -12,7 +12,8 @@ call) uncached and with each cache:
 - ``fixed interval``: a fixed set of evenly spaced steps computed (first and last included), the model's
   output-minus-input reused on the others (order 0, Cache-DiT's fixed-interval mode without TaylorSeer), the
   number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
-- the third-party caches installed in ComfyUI's custom_nodes that support the model (``peer_packs.py``).
+- the third-party caches installed in ComfyUI's custom_nodes that support the model
+  (``seacache_testing/peer_packs.py``).
 
 Speed is matched by full stack calls (block executions per block of the stack, normalised to the uncached run's
 calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
@@ -22,48 +23,53 @@ natural proxies, whose PCA latent decodes exactly to RGB, per-frame PSNR and SSI
 L2 of frame differences). LPIPS is not measured: it needs downloaded network weights. Wall time is measured apart
 (``--timing``, on an idle machine): runs timed while other processes share the CPU are not comparable.
 
-    COMFYUI_PATH=... python benchmarks/bench_peers.py --save peers.json            # the table (see docs/peers.md)
-    COMFYUI_PATH=... python benchmarks/bench_peers.py --shard 0/2 --save a.json &  # split over two processes,
-    COMFYUI_PATH=... python benchmarks/bench_peers.py --shard 1/2 --save b.json    # then
-    python benchmarks/bench_peers.py --merge a.json b.json                         # one table
-    COMFYUI_PATH=... python benchmarks/bench_peers.py --timing --shifts 5 --modes t2v --pairs 3 --settings S.json
-    COMFYUI_PATH=... python benchmarks/bench_peers.py --quick                      # smoke: 2 pairs, 10 steps
+    COMFYUI_PATH=... python -m benchmarks.bench_peers --save peers.json            # the table (see docs/peers.md)
+    COMFYUI_PATH=... python -m benchmarks.bench_peers --shard 0/2 --save a.json &  # split over two processes,
+    COMFYUI_PATH=... python -m benchmarks.bench_peers --shard 1/2 --save b.json    # then
+    python -m benchmarks.bench_peers --merge a.json b.json                         # one table
+    COMFYUI_PATH=... python -m benchmarks.bench_peers --timing --shifts 5 --modes t2v --pairs 3 --settings S.json
+    COMFYUI_PATH=... python -m benchmarks.bench_peers --quick                      # smoke: 2 pairs, 10 steps
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, ROOT)
+import torch
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from benchmarks import proxy_natural as natural  # noqa: E402
-from benchmarks import train_proxy as proxy  # noqa: E402
-from benchmarks.bench_quality import geometric_mean, interpolated, mean_ci, paired_ratio  # noqa: E402
-from seacache_core import SeaCacheConfig  # noqa: E402
-from seacache_testing.composition_cases import with_defaults  # noqa: E402
+from seacache_testing import peer_packs
+from seacache_testing import proxy_wan
+from seacache_testing import quality_proxy as proxy
+from seacache_testing.pair_stats import geometric_mean
+from seacache_testing.peer_comparison import (
+    DEFAULT_METHOD,
+    DEFAULTS,
+    METHODS,
+    MODES,
+    TARGETS,
+    WAN_METHODS,
+    Method,
+    log_grid,
+    metrics,
+    natural_frames,
+    replaced,
+    setting_at,
+    shipped,
+    summary,
+    table,
+    variant,
+)
 
 STEPS = 35
-TARGETS = (15.0, 17.5, 19.5)  # full stack calls of 35
 SHIFTS = (3.0, 5.0, 10.0)
-MODES = ("t2v", "i2v")
 PAIRS = 24
 CALIBRATION_PAIRS = (1000, 1001)
-DEFAULT_METHOD = "seacache"
-DEFAULTS = SeaCacheConfig()  # SeaCache Apply's defaults (the node's widgets read the same dataclass)
 
 
 # ----------------------------------------------------------------------------------------------- ComfyUI
@@ -161,8 +167,6 @@ class WanProxy:
 
     def load(self, ns, folder: str) -> None:
         """Load the proxy and its word table (``folder`` unused: the proxy is read from the repository)."""
-        from benchmarks import proxy_wan
-
         self.model, self.table = proxy_wan.load_model(), proxy_wan.word_table()
 
     def model_for(self, ns, shift: float):
@@ -178,8 +182,6 @@ class WanProxy:
     def inputs(self, ns, pair: int, mode: str):
         """(positive, negative, latent); I2V keeps a clean first frame through the latent's noise mask (ComfyUI
         re-noises the known frame to each step's sigma), which a T2V Wan serves without conditioning inputs."""
-        from benchmarks import proxy_wan
-
         label, _ = pair_of(self.data, pair)
         positive, negative = proxy_wan.conditioning(label, self.table), proxy_wan.conditioning(None, self.table)
         latent = torch.zeros(1, *self.data.latent_shape)
@@ -207,119 +209,9 @@ def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
     return video[:, :, :1]
 
 
-def natural_frames(latent: torch.Tensor) -> torch.Tensor:
-    """RGB frames [T, 3, H, W] of a natural-proxy latent [1, C, T, h, w] in its model space (``proxy_natural.decode``,
-    exact: the latent holds the patches' top C principal components)."""
-    return natural.decode(latent[0].transpose(0, 1).float())
-
-
 # ----------------------------------------------------------------------------------------------- methods
-@dataclass(frozen=True)
-class Method:
-    """One cache as a user applies it: ``apply(ns, model, setting)`` returns the patched MODEL; ``settings`` is
-    the knob grid swept (higher setting, fewer full calls, except for fixed interval whose setting is the count)."""
-
-    name: str
-    label: str
-    knob: str
-    settings: tuple[float, ...]
-    apply: Callable
-
-
-def seacache(**fixed):
-    """The apply function of SeaCache Apply at its defaults but ``fixed`` inputs, the threshold as the setting."""
-    def apply(ns, model, threshold):
-        return with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "bench"}, model=model, threshold=threshold, **fixed)
-    return apply
-
-
-FRESH_INPUT_KEY = "bench_peers_fresh_input"
-
-
-def fresh_input(model):
-    """``model`` (a clone) whose diffusion model gets a copy of its input latent. EasyCache adds its cached
-    difference to that input in place; ComfyUI passes the sampler's own tensor there when the model computes in
-    the latent's dtype (float32, as every run here), so the in-place add also changes the ``x`` that ComfyUI then
-    turns into the prediction, a large error EasyCache does not have where the model computes in bf16 or fp16 (a
-    copy is made for the cast, as on a GPU). The copy gives EasyCache its GPU behaviour."""
-    import comfy.patcher_extension
-
-    patched = model.clone()
-    patched.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, FRESH_INPUT_KEY,
-                                 lambda executor, x, *args, **kwargs: executor(x.clone(), *args, **kwargs))
-    return patched
-
-
-def core_cache(node: str, copy_input: bool = False):
-    """The apply function of a core cache node (EasyCache, LazyCache) at its defaults, ``reuse_threshold`` as the
-    setting; ``copy_input``: behind :func:`fresh_input`."""
-    def apply(ns, model, threshold):
-        return with_defaults(ns, node, model=fresh_input(model) if copy_input else model, reuse_threshold=threshold)
-    return apply
-
-
-FIXED_INTERVAL_KEY = "bench_peers_fixed_interval"
-
-
-def fixed_interval(ns, model, count):
-    """``model`` computing ``count`` evenly spaced steps of the run and reusing its output-minus-input on the
-    others (a DIFFUSION_MODEL wrapper, keyed, on a clone)."""
-    import comfy.patcher_extension
-
-    state = {}
-
-    def wrapper(executor, x, *args, **kwargs):
-        options = kwargs.get("transformer_options") or next(a for a in args if isinstance(a, dict) and "sample_sigmas" in a)
-        sigmas = options["sample_sigmas"][:-1].float().cpu()
-        step = int((sigmas - options["sigmas"][0].float().cpu()).abs().argmin())
-        compute = {round(i * (len(sigmas) - 1) / (int(count) - 1)) for i in range(int(count))}
-        if step in compute or "residual" not in state:
-            out = executor(x, *args, **kwargs)
-            state["residual"] = out - x
-            return out
-        return x + state["residual"]
-
-    patched = model.clone()
-    patched.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, FIXED_INTERVAL_KEY, wrapper)
-    return patched
-
-
-def log_grid(low: float, high: float, count: int) -> tuple[float, ...]:
-    """``count`` values spaced evenly in log between ``low`` and ``high``, rounded to 4 significant digits."""
-    return tuple(float(f"{low * (high / low) ** (i / (count - 1)):.4g}") for i in range(count))
-
-
-# Each gated method's broad grid; calibration picks, per proxy/shift/mode, SETTINGS values of it that bracket the
-# targets. Fixed interval needs none: its setting is the count itself.
-METHODS = (
-    Method("seacache", "SeaCache (defaults)", "threshold", log_grid(0.03, 1.0, 12), seacache()),
-    Method("seacache_sea", "SeaCache, gate sea", "threshold", log_grid(0.05, 2.0, 12), seacache(gate="sea")),
-    Method("easycache", "EasyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("EasyCache", copy_input=True)),
-    Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 1.0, 12), core_cache("LazyCache")),
-    Method("fixed", "fixed interval", "computed steps", (15, 17, 18, 20), fixed_interval),
-)
-# On Wan (block-stack seam) residual_order auto is 1; its order-2 variant measures whether auto should be 2 there too.
-WAN_METHODS = (Method("seacache_order2", "SeaCache, residual order 2", "threshold", METHODS[0].settings, seacache(residual_order="2")),)
-
-
-def variant(spec: str) -> Method:
-    """A SeaCache Apply variant from ``NAME:input=value,...`` (inputs as the node takes them; numbers parsed),
-    its threshold swept like the defaults': any setting of the node can join the comparison."""
-    name, _, assignments = spec.partition(":")
-    fixed = {}
-    for item in filter(None, assignments.split(",")):
-        key, _, value = item.partition("=")
-        try:
-            fixed[key] = float(value) if "." in value else int(value)
-        except ValueError:
-            fixed[key] = value
-    return Method(name, f"SeaCache, {assignments.replace(',', ', ')}", "threshold", METHODS[0].settings, seacache(**fixed))
-
-
 def peer_methods(ns, model) -> list[Method]:
     """The third-party caches installed in this ComfyUI (``peer_packs``) that support ``model``, as methods."""
-    from benchmarks import peer_packs
-
     def applier(peer):
         return lambda ns, model, value: peer_packs.apply(ns, peer, model, value)
 
@@ -330,8 +222,6 @@ def peer_methods(ns, model) -> list[Method]:
 
 def peers_line(ns, cells) -> str:
     """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
-    from benchmarks import peer_packs
-
     found = peer_packs.installed(ns)
     if not found:
         return "third-party caches installed in custom_nodes: none (TeaCache, MagCache, First Block Cache looked for)"
@@ -379,39 +269,6 @@ def sample(ns, arch, model, pair: int, mode: str, shift: float, steps: int, cfg:
     return full, model.model.process_latent_in(out.outputs[0]["samples"]).float()
 
 
-def metrics(x: torch.Tensor, reference: torch.Tensor, arch, mode: str) -> dict:
-    """Errors of a final latent against the uncached one: relative L2; with frames, PSNR (dB, pixels in [0, 1],
-    the mean squared error over the generated frames), mean per-frame SSIM, and the temporal error."""
-    out = {"error": float((x - reference).norm() / reference.norm())}
-    frames, ref = arch.frames(x), arch.frames(reference)
-    if frames is None:
-        return out
-    first = 1 if mode == "i2v" else 0  # an I2V clip's first frame is the given image
-    frames, ref = frames[first:].clamp(0, 1), ref[first:].clamp(0, 1)
-    mse = float((frames - ref).pow(2).mean())
-    out["psnr"] = 10 * math.log10(1.0 / max(mse, 1e-12))
-    out["ssim"] = float(ssim(frames, ref).mean())
-    motion, ref_motion = frames.diff(dim=0), ref.diff(dim=0)
-    if len(motion):
-        out["temporal"] = float((motion - ref_motion).norm() / ref_motion.norm())
-    return out
-
-
-def ssim(a: torch.Tensor, b: torch.Tensor, size: int = 11, sigma: float = 1.5) -> torch.Tensor:
-    """Per-frame SSIM of RGB frames [T, 3, H, W] in [0, 1] (Gaussian window 11 / 1.5, the usual constants),
-    averaged over channels and pixels."""
-    coords = torch.arange(size, dtype=torch.float32) - (size - 1) / 2
-    g = torch.exp(-coords**2 / (2 * sigma**2))
-    g = (g / g.sum())
-    window = (g[:, None] * g[None, :]).expand(a.shape[1], 1, size, size)
-    blur = lambda v: F.conv2d(v, window, groups=a.shape[1])  # noqa: E731
-    mu_a, mu_b = blur(a), blur(b)
-    var_a, var_b, cov = blur(a * a) - mu_a**2, blur(b * b) - mu_b**2, blur(a * b) - mu_a * mu_b
-    c1, c2 = 0.01**2, 0.03**2
-    value = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
-    return value.mean(dim=(1, 2, 3))
-
-
 @dataclass
 class Cell:
     """One proxy at one shift and mode."""
@@ -447,18 +304,6 @@ def calibrate(ns, cell: Cell, method: Method, steps: int, base: dict[int, float]
         if full <= span[0] * scale:
             break
     return log_grid(setting_at(curve, span[1] * scale), setting_at(curve, span[0] * scale), SETTINGS)
-
-
-def setting_at(curve: list[tuple[float, float]], goal: float) -> float:
-    """The setting of a (setting, mean full calls) curve, full calls falling, at which it computes ``goal`` calls."""
-    if curve[0][1] <= goal:
-        return curve[0][0]
-    for (sa, fa), (sb, fb) in zip(curve, curve[1:]):
-        if fa >= goal >= fb:
-            w = 0.5 if fa == fb else (fa - goal) / (fa - fb)
-            return float(f"{math.exp(math.log(sa) + w * (math.log(sb) - math.log(sa))):.4g}")
-    fewest = min(f for _, f in curve)
-    return next(s for s, f in curve if f == fewest)
 
 
 def settings_for(ns, cells, methods, steps: int, path: str | None, log=print) -> dict[str, dict[str, list[float]]]:
@@ -541,131 +386,6 @@ def timing(ns, cell: Cell, methods, settings: dict, pairs, steps: int, repeats: 
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------- matching
-def at_target(runs: list[tuple[float, dict]], target: float) -> tuple[dict, bool]:
-    """One pair's metrics at ``target`` full calls from its runs (full calls, metrics) of one method: between the
-    nearest runs below and above (log error, PSNR and SSIM linear in full calls); the nearest run where none
-    bracket it (never extrapolated). Returns (metrics, bracketed)."""
-    below = [r for r in runs if r[0] <= target]
-    above = [r for r in runs if r[0] >= target]
-    if not below or not above:
-        nearest = min(runs, key=lambda r: abs(r[0] - target))
-        return nearest[1], False
-    (fa, ma), (fb, mb) = max(below, key=lambda r: r[0]), min(above, key=lambda r: r[0])
-    w = 0.5 if fa == fb else (target - fa) / (fb - fa)
-    out = {}
-    for key in ma:
-        if key in ("psnr", "ssim"):
-            out[key] = ma[key] + w * (mb[key] - ma[key])
-        else:
-            out[key] = interpolated(fa, ma[key], fb, mb[key], target)
-    return out, True
-
-
-def matched(rows: list[dict], targets=TARGETS) -> dict[tuple, dict]:
-    """Per (cell, method, target): per-pair metrics at the target and the bracketed count."""
-    grouped: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["method"] != "uncached":
-            grouped.setdefault((r["cell"], r["method"]), []).append(r)
-    out = {}
-    for (cell, method), group in grouped.items():
-        pairs = group[0]["pairs"]
-        for target in targets:
-            values, inside = [], 0
-            for i, _ in enumerate(pairs):
-                runs = [(g["full"][i], g["metrics"][i]) for g in group]
-                value, ok = at_target(runs, target)
-                values.append(value)
-                inside += ok
-            out[(cell, method, target)] = dict(values=values, bracketed=inside, pairs=len(pairs))
-    return out
-
-
-def summary(rows: list[dict], labels: dict[str, str], target: float = 17.5) -> str:
-    """The README's table: per proxy and shift each method's error at ``target`` full calls (T2V / I2V), and the
-    default's paired ratio to the best peer's (the lowest-error method other than SeaCache's own settings)."""
-    results = matched(rows, (target,))
-    cells = list(dict.fromkeys(r["cell"] for r in rows))
-    methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"))
-    groups = list(dict.fromkeys(c.rsplit(", ", 1)[0] for c in cells))  # "proxy, shift s"
-    lines = ["| proxy, shift | " + " | ".join(labels.get(m, m) for m in methods) + " | SeaCache / best peer [95% CI] |",
-             "| --- |" + " ---: |" * (len(methods) + 1)]
-    for group in groups:
-        values, ratios = [], []
-        for mode in MODES:
-            cell = f"{group}, {mode.upper()}"
-            errors = {m: [v["error"] for v in results[(cell, m, target)]["values"]] for m in methods if (cell, m, target) in results}
-            if not errors:
-                continue
-            values.append({m: geometric_mean(e) for m, e in errors.items()})
-            peers = [m for m in errors if not m.startswith("seacache")]
-            if DEFAULT_METHOD in errors and peers:
-                best = min(peers, key=lambda m: values[-1][m])
-                g, lo, hi, _ = paired_ratio(errors[DEFAULT_METHOD], errors[best])
-                ratios.append(f"{mode.upper()} {g:.2f} [{lo:.2f}, {hi:.2f}] ({labels.get(best, best).split(' (')[0]})")
-        cols = [" / ".join(f"{v[m]:.4f}" if m in v else "-" for v in values) for m in methods]
-        lines.append(f"| {group} | " + " | ".join(cols) + " | " + "; ".join(ratios) + " |")
-    return "\n".join(lines)
-
-
-def shipped(rows: list[dict]) -> str:
-    """Per cell SeaCache Apply exactly as shipped (its default threshold): mean full calls and the error."""
-    lines = []
-    for r in rows:
-        if r["method"] == DEFAULT_METHOD and r["setting"] == DEFAULTS.threshold:
-            errors = [m["error"] for m in r["metrics"]]
-            lines.append(f"{r['cell']}: SeaCache Apply as shipped (threshold {DEFAULTS.threshold:g}): "
-                         f"{sum(r['full']) / len(r['full']):.1f} of 35 full calls ({min(r['full']):.0f}-{max(r['full']):.0f}), "
-                         f"error {geometric_mean(errors):.4f}")
-    return "\n".join(lines)
-
-
-def replaced(parts: list[list[dict]]) -> list[dict]:
-    """The rows of several saved runs, a later run's rows of a (cell, method) replacing an earlier run's (a method
-    measured again, e.g. after a fix), in first-seen order."""
-    latest: dict[tuple, list[dict]] = {}
-    for rows in parts:
-        fresh: dict[tuple, list[dict]] = {}
-        for r in rows:
-            fresh.setdefault((r["cell"], r["method"]), []).append(r)
-        latest.update(fresh)
-    return [r for group in latest.values() for r in group]
-
-
-def table(rows: list[dict], labels: dict[str, str], targets=TARGETS) -> str:
-    """Per cell and target: each method's geometric-mean error and its paired ratio to SeaCache's defaults
-    (95 % CI, pairs where SeaCache is lower), PSNR, SSIM and temporal error where the proxy decodes, and how many
-    pairs' runs bracket the target."""
-    results = matched(rows, targets)
-    cells = list(dict.fromkeys(r["cell"] for r in rows))
-    lines = [
-        "| proxy, shift, mode | full calls of 35 | cache | error (rel. L2) | x SeaCache [95% CI], SeaCache lower | "
-        "PSNR dB | SSIM | temporal error | bracketed |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for cell in cells:
-        for target in targets:
-            default = results.get((cell, DEFAULT_METHOD, target))
-            for method in dict.fromkeys(r["method"] for r in rows if r["cell"] == cell and r["method"] != "uncached"):
-                result = results[(cell, method, target)]
-                values = result["values"]
-                errors = [v["error"] for v in values]
-                if method == DEFAULT_METHOD or default is None:
-                    versus = "-"
-                else:
-                    g, lo, hi, lower = paired_ratio(errors, [v["error"] for v in default["values"]])
-                    versus = f"{g:.2f} [{lo:.2f}, {hi:.2f}], {len(errors) - lower}/{len(errors)}"
-                frames = ["-", "-", "-"]
-                if "psnr" in values[0]:
-                    psnr, half = mean_ci([v["psnr"] for v in values])
-                    frames = [f"{psnr:.1f} ± {half:.1f}", f"{sum(v['ssim'] for v in values) / len(values):.3f}",
-                              f"{geometric_mean([v['temporal'] for v in values]):.4f}" if "temporal" in values[0] else "-"]
-                lines.append(f"| {cell} | {target:g} | {labels.get(method, method)} | {geometric_mean(errors):.4f} | {versus} | "
-                             + " | ".join(frames) + f" | {result['bracketed']}/{result['pairs']} |")
-    return "\n".join(lines)
-
-
 # ----------------------------------------------------------------------------------------------- main
 ARCHS = ("cosmos3", "wan")
 
@@ -719,8 +439,6 @@ def main(argv=None) -> None:
         return
     torch.set_flush_denormal(True)
     ns = comfy()
-    from benchmarks import peer_packs
-
     peer_packs.load_peer_packs(ns)
     steps, pairs = (10, 2) if args.quick else (STEPS, args.pairs)
     archs = proxies(args.quick, args.archs.split(","))

@@ -6,7 +6,8 @@ extrapolation of order 1 and 2:
 
 - ``SEA``: the paper's gate (``SeaCacheConfig(gate="sea")``);
 - ``SEA same-sigma``: the pack's variant, both latents filtered at the current sigma (``gate="sea_same_sigma"``);
-- ``unfiltered``: the same gate on the raw latent (an indicator injected here; not a product option);
+- ``unfiltered``: the same gate on the raw latent (an injected indicator, ``proxy_jobs.UnfilteredIndicator``; not a
+  product option);
 - ``evenly spaced``: a fixed set of evenly spaced steps, no gate.
 
 For each prompt/seed pair a proxy samples once uncached and once per variant and threshold with the same
@@ -16,15 +17,15 @@ pairs), evenly spaced skipping at the two whole counts around it, and each pair'
 error, linearly in full calls) at the target. Printed per proxy and shift: the geometric-mean error at the
 target and paired ratios (geometric mean and 95 % interval over the pairs, pairs where the variant is lower).
 
-    python benchmarks/bench_quality.py --thresholds t.json   # 24 pairs, 35 steps, both proxies
-    python benchmarks/bench_quality.py --quick          # CI-sized smoke run: 2 pairs, 8 steps, shift 10, fixed thresholds
-    python benchmarks/bench_quality.py --instrument     # per-step distances of each indicator (why SEA over-counts)
+    python -m benchmarks.bench_quality --thresholds t.json   # 24 pairs, 35 steps, both proxies
+    python -m benchmarks.bench_quality --quick          # CI-sized smoke run: 2 pairs, 8 steps, shift 10, fixed thresholds
+    python -m benchmarks.bench_quality --instrument     # per-step distances of each indicator (why SEA over-counts)
     # split over processes (after one calibration run has written t.json), then one table:
-    python benchmarks/bench_quality.py --thresholds t.json --shard 0/2 --save a.json &
-    python benchmarks/bench_quality.py --thresholds t.json --shard 1/2 --save b.json
-    python benchmarks/bench_quality.py --merge a.json b.json
+    python -m benchmarks.bench_quality --thresholds t.json --shard 0/2 --save a.json &
+    python -m benchmarks.bench_quality --thresholds t.json --shard 1/2 --save b.json
+    python -m benchmarks.bench_quality --merge a.json b.json
     # the speedup setting against the threshold mode at the same full calls (targets 1.5, 1.8, 2.0; --merge as above)
-    python benchmarks/bench_quality.py --speedup --gate sea_same_sigma --save s.json
+    python -m benchmarks.bench_quality --speedup --gate sea_same_sigma --save s.json
 
 Every gate runs through ``seacache_core.SeaCacheRun`` (the code that ships); evenly spaced skipping uses
 the same residual history and extrapolation. Euler flow sampler, cond and uncond batched in one call.
@@ -36,21 +37,14 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
-from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from benchmarks import train_proxy as proxy  # noqa: E402
-from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
-from cosmos3 import reference_sigmas  # noqa: E402
-from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun, item_distances  # noqa: E402
-from seacache_core.sea_filter import Indicator  # noqa: E402
+from cosmos3 import reference_sigmas
+from seacache_testing import quality_proxy as proxy
+from seacache_testing.pair_stats import bracketed, geometric_mean, interpolated, matched, paired_ratio
+from seacache_testing.proxy_jobs import Job
 
 SHIFTS = (3.0, 5.0, 10.0)
 SPEEDUP = 1.8  # the published operating point: full calls = steps / 1.8
@@ -59,85 +53,6 @@ LABELS = {"sea": "SEA", "sea_same_sigma": "SEA same-sigma", "unfiltered": "unfil
 QUICK_THRESHOLDS = {"sea": (0.1, 0.4), "sea_same_sigma": (0.03, 0.15), "unfiltered": (0.02, 0.1)}
 CALIBRATION_PAIRS = range(1000, 1003)
 VIDEO_PROXIES = ("natural", "synthetic")
-
-
-class UnfilteredIndicator(Indicator):
-    """Benchmark-only gate indicator: the raw noisy latent, no SEA filter (what the filter is compared with); it
-    stores the latent as the same-sigma gate does and compares it unfiltered."""
-
-    def __init__(self):
-        super().__init__("sea_same_sigma")
-
-    def distances(self, current: torch.Tensor, previous: torch.Tensor, *filters, shapes=None) -> torch.Tensor:
-        return item_distances(current, previous)
-
-
-class EvenSkipHost:
-    """Baseline: computes the stack on a fixed set of steps and extrapolates the residual on the others with
-    the same history/extrapolation as SeaCache (no gate)."""
-
-    def __init__(self, model, sigmas: torch.Tensor, compute_steps: set[int], order: int):
-        self.model, self.schedule = model, [float(s) for s in sigmas[:-1]]
-        self.compute_steps, self.history, self.full = compute_steps, ResidualHistory(order), 0
-
-    def __call__(self, hidden, inputs):
-        step = min(range(len(self.schedule)), key=lambda i: abs(self.schedule[i] - float(inputs.sigma[0])))
-        if step in self.compute_steps or not len(self.history):
-            out = self.model.run_gen_stack(hidden, inputs)
-            self.history.append(step, out - hidden)
-            self.full += 1
-            return out
-        return hidden + self.history.predict(step, hidden.device, hidden.dtype)
-
-
-def even_steps(steps: int, full: int) -> set[int]:
-    """``full`` step indices spread evenly over ``0..steps-1``, first and last included."""
-    full = max(2, min(full, steps))
-    return {round(i * (steps - 1) / (full - 1)) for i in range(full)}
-
-
-def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor, speedup: float = 0.0) -> SeaCacheRun:
-    """A run of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule; a ``speedup``
-    target replaces the threshold (the speed controller)."""
-    config = SeaCacheConfig(threshold=threshold, order=order, gate="sea" if gate == "unfiltered" else gate, speedup=speedup)
-    session = SeaCacheRun(config, sigmas)
-    if gate == "unfiltered":
-        session.indicator = UnfilteredIndicator()
-    return session
-
-
-@dataclass
-class Job:
-    """One proxy at one shift: the model, its data source and the sampling settings."""
-
-    model: torch.nn.Module
-    data: proxy.ProxyData
-    shift: float
-    steps: int
-    frames: int | None = None
-
-    def pair(self, p: int) -> tuple[int, int]:
-        """(class label, noise seed) of prompt/seed pair ``p``."""
-        return p % self.data.classes, 70_000 + p
-
-    def sample(self, p: int, stack=None) -> torch.Tensor:
-        label, seed = self.pair(p)
-        return proxy.sample(self.model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
-                            data=self.data, frames=self.frames)
-
-    def run(self, p: int, gate: str, order: int, setting: float, speedup: float = 0.0) -> tuple[int, torch.Tensor]:
-        """(full calls, final latent) of one variant; ``setting`` is the threshold, or the count for "even";
-        ``speedup`` > 0 runs the gate at that target instead of the threshold."""
-        sigmas = reference_sigmas(self.steps, self.shift)
-        if gate == "even":
-            host = EvenSkipHost(self.model, sigmas, even_steps(self.steps, int(setting)), order)
-            x = self.sample(p, host)
-            return host.full, x
-        session = gate_session(gate, setting, order, sigmas, speedup)
-        x = self.sample(p, SeaCachedCosmos3(self.model, session))
-        full = session.stats.ran
-        session.release()
-        return full, x
 
 
 def mean_full(job: Job, gate: str, threshold: float, pairs=CALIBRATION_PAIRS, order: int = 1) -> float:
@@ -201,73 +116,16 @@ def sweep(jobs: dict[str, Job], pairs: range, thresholds: dict, log=print) -> li
     return rows
 
 
-def interpolated(fa: float, ea: float, fb: float, eb: float, target: float) -> float:
-    """One pair's error at ``target`` full calls from two runs (full calls, error): log error linear in full calls,
-    the nearer run's error where the two do not bracket the target (never extrapolated)."""
-    la, lb = math.log(max(ea, 1e-12)), math.log(max(eb, 1e-12))
-    w = 0.5 if fa == fb else min(max((target - fa) / (fb - fa), 0.0), 1.0)
-    return math.exp(la + w * (lb - la))
-
-
-def matched(rows: list[dict], steps: dict[str, int]) -> dict[tuple, list[float]]:
-    """Per (section, gate, order) each pair's error at ``steps / SPEEDUP`` full calls: log error interpolated
-    linearly in full calls between the variant's two settings (the nearer setting's error where they do not
-    bracket the target: never extrapolated)."""
-    grouped: dict[tuple, list[dict]] = {}
-    for r in rows:
-        grouped.setdefault((r["section"], r["gate"], r["order"]), []).append(r)
-    out = {}
-    for key, (a, b) in ((k, v[:2]) for k, v in grouped.items()):
-        target = steps[key[0]] / SPEEDUP
-        out[key] = [interpolated(*values, target) for values in zip(a["full"], a["error"], b["full"], b["error"])]
-    return out
-
-
-def paired_ratio(a: list[float], b: list[float]) -> tuple[float, float, float, int]:
-    """Geometric mean of a/b over pairs, its 95 % interval (1.96 standard errors of the mean log ratio), and
-    the number of pairs where a is lower."""
-    logs = [math.log(x / y) for x, y in zip(a, b)]
-    n = len(logs)
-    mean = sum(logs) / n
-    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in logs) / (n - 1) / n) if n > 1 else 0.0
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), sum(v < 0 for v in logs)
-
-
-def geometric_mean(values: list[float]) -> float:
-    """Geometric mean; an exact (zero) error counts as 1e-12, as in :func:`interpolated`."""
-    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
-
-
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % interval (1.96 standard errors) over pairs."""
-    n = len(values)
-    mean = sum(values) / n
-    half = 1.96 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
-    return mean, half
-
-
-def bracketed(rows: list[dict], steps: dict[str, int]) -> tuple[int, int]:
-    """(pair runs whose two settings bracket the target full calls, all pair runs) over every variant."""
-    grouped: dict[tuple, list[dict]] = {}
-    for r in rows:
-        grouped.setdefault((r["section"], r["gate"], r["order"]), []).append(r)
-    inside = total = 0
-    for (section, _, _), (a, b) in ((k, v[:2]) for k, v in grouped.items()):
-        target = steps[section] / SPEEDUP
-        inside += sum(min(fa, fb) <= target <= max(fa, fb) for fa, fb in zip(a["full"], b["full"]))
-        total += len(a["full"])
-    return inside, total
-
-
 def table(rows: list[dict], steps: dict[str, int], cfg: dict[str, float]) -> str:
     """The printed sweep: per section and variant the error at the 1.8x point and paired ratios against the
     SEA gate and evenly spaced skipping of the same order, and against order 1 of the same gate."""
-    errors = matched(rows, steps)
+    targets = {section: count / SPEEDUP for section, count in steps.items()}
+    errors = matched(rows, targets)
     full = {}
     for r in rows:
         full.setdefault((r["section"], r["gate"], r["order"]), []).append(sum(r["full"]) / len(r["full"]))
     pairs = len(rows[0]["error"])
-    inside, total = bracketed(rows, steps)
+    inside, total = bracketed(rows, targets)
 
     def ratio(a, b) -> str:
         g, lo, hi, lower = paired_ratio(errors[a], errors[b])
@@ -295,9 +153,10 @@ def table(rows: list[dict], steps: dict[str, int], cfg: dict[str, float]) -> str
 def instrument(job: Job, p: int = 0) -> str:
     """Per-step distances of one uncached trajectory: the paper's SEA distance, the same-sigma distance and the
     raw latent's, showing where the SEA distance comes from the filter's own change along the schedule."""
-    from seacache_core.sea_filter import sea_filter_float32
+    from seacache_core import item_distances
 
-    rel_l1 = lambda a, b: float(item_distances(a, b))  # noqa: E731 - batch of one
+    rel_l1 = lambda a, b: float(item_distances(a, b))  # noqa: E731 - the gate's distance, batch of one
+    from seacache_core.sea_filter import sea_filter_float32
 
     latents = []
 

@@ -10,7 +10,7 @@ differ, the machine ran at a different speed during the two variants and the wal
 property of SeaCache. A measured ratio above calls/full is physically impossible for this cache (a reused
 call is never cheaper than free) and is flagged with a WARNING line.
 
-    COMFYUI_PATH=/path/to/ComfyUI python benchmarks/bench_seacache_e2e.py [--preset medium] [--steps 35] [--repeats 4]
+    COMFYUI_PATH=/path/to/ComfyUI python -m benchmarks.bench_seacache_e2e [--preset medium] [--steps 35] [--repeats 4]
 
 ``--model wan`` or ``--model flux`` benchmarks a tiny/medium random-weight Wan 2.1 T2V or Flux built from
 ComfyUI's own model classes instead (see benchmarks/anymodel_bench.py).
@@ -24,10 +24,6 @@ import statistics
 import sys
 import tempfile
 import time
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def timed_calls(model, ns):

@@ -13,112 +13,37 @@ video latent's error. Variants:
 - ``joint gate``: the same gate reading video and sound, ``SeaCacheConfig(sound_weight=1)``
   (``--sound-weight``): the weighted mean of the video's distance and the relative L1 distance of the sound
   latents filtered along their time axis at the current sigma (``seacache_core.sea_filter.Indicator``);
-- ``EasyCache``: ComfyUI core EasyCache's rule re-implemented here on the whole model call (not driven through
-  ComfyUI): the cumulative predicted output change, read from the video only (its first, cond item, subsampled
-  8x in space), against the threshold inside its default window (15 % to 95 % of the schedule); a skipped call
-  returns its input plus the last computed output-minus-input of each stream (order-0 reuse, sound included);
+- ``EasyCache``: ComfyUI core EasyCache's rule re-implemented on the whole model call, not driven through ComfyUI
+  (``seacache_testing.proxy_jobs.EasyCacheModel``): the cumulative predicted output change, read from the video
+  only, against the threshold inside its default window (15 % to 95 % of the schedule); a skipped call returns its
+  input plus the last computed output-minus-input of each stream (order-0 reuse, sound included);
 - ``evenly spaced``: a fixed set of evenly spaced steps, the stack residual extrapolated (order 1) in between.
 
 The SEA gates and evenly spaced skipping cache the generator stack through ``seacache_core.SeaCacheRun`` and
 extrapolate its residual with the same order; Euler flow sampler, cond and uncond batched in one call.
 
-    python benchmarks/bench_sound.py                 # 24 pairs, 35 steps, shift 5 (the proxy's validity setting)
-    python benchmarks/bench_sound.py --quick         # CI-sized smoke run: 2 pairs, 8 steps, fixed settings
+    python -m benchmarks.bench_sound                 # 24 pairs, 35 steps, shift 5 (the proxy's validity setting)
+    python -m benchmarks.bench_sound --quick         # CI-sized smoke run: 2 pairs, 8 steps, fixed settings
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
 import time
 
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from benchmarks import bench_quality as quality  # noqa: E402
-from benchmarks import proxy_av as av  # noqa: E402
-from benchmarks import train_proxy as proxy  # noqa: E402
-from cosmos3 import reference_sigmas  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheRun  # noqa: E402
-from seacache_testing.seacache_host import SeaCachedCosmos3  # noqa: E402
+from benchmarks import bench_quality as quality
+from seacache_testing import proxy_av as av
+from seacache_testing import quality_proxy as proxy
+from seacache_testing.pair_stats import bracketed, matched, mean_ci, paired_ratio
+from seacache_testing.proxy_jobs import SoundJob
 
 GATES = ("video", "joint", "easycache", "even")
 LABELS = {"video": "video gate (sound_weight 0)", "joint": "joint gate (sound_weight 1)", "easycache": "EasyCache rule",
           "even": "evenly spaced"}
 QUICK_SETTINGS = {"video": (0.05, 0.3), "joint": (0.05, 0.3), "easycache": (0.05, 0.2)}
-EASYCACHE_WINDOW = (0.15, 0.95)  # ComfyUI EasyCache's default start_percent / end_percent
-EASYCACHE_SUBSAMPLE = 8  # its default subsample_factor
-
-
-class EasyCacheModel:
-    """ComfyUI EasyCache's rule around a whole audio-video model call (a callable with the transformer's
-    signature): see the module docstring. ``full`` counts the calls that ran the model."""
-
-    def __init__(self, model, shift: float, threshold: float):
-        self.model, self.threshold, self.full = model, threshold, 0
-        shifted = lambda t: shift * t / (1 + (shift - 1) * t)  # noqa: E731  (ComfyUI's percent_to_sigma, flow)
-        self.start_sigma, self.end_sigma = shifted(1 - EASYCACHE_WINDOW[0]), shifted(1 - EASYCACHE_WINDOW[1])
-        self.rate = self.x_prev = self.out_prev = self.out_norm = self.diffs = None
-        self.cumulative = 0.0
-
-    def _sub(self, x: torch.Tensor) -> torch.Tensor:
-        return x[:1, ..., ::EASYCACHE_SUBSAMPLE, ::EASYCACHE_SUBSAMPLE]  # the first (cond) item, subsampled
-
-    def __call__(self, x, timestep, *args, sound=None, **kwargs):
-        sigma = float(timestep[0])
-        if sigma <= self.end_sigma:  # past its window: computed, state untouched
-            self.full += 1
-            return self.model(x, timestep, *args, sound=sound, **kwargs)
-        change = None
-        if sigma <= self.start_sigma:
-            if self.x_prev is not None:
-                change = float((self._sub(x) - self.x_prev).abs().mean())
-            if self.out_norm is not None and self.rate is not None:
-                self.cumulative += self.rate * change / self.out_norm
-                if self.cumulative < self.threshold and self.diffs is not None:
-                    return x + self.diffs[0], sound + self.diffs[1]
-                self.cumulative = 0.0
-        out, out_sound = self.model(x, timestep, *args, sound=sound, **kwargs)
-        self.full += 1
-        if self.out_norm is not None and change is not None:
-            self.rate = float((self._sub(out) - self.out_prev).abs().mean()) / change
-        self.diffs = (out - x, out_sound - sound)
-        self.x_prev, self.out_prev, self.out_norm = self._sub(x), self._sub(out), float(out.abs().mean())
-        return out, out_sound
-
-
-class SoundJob(quality.Job):
-    """The audio-video proxy at one shift: ``sample`` and ``run`` give (video, sound) pairs."""
-
-    sound_weight: float = 1.0
-    gate: str = "sea_same_sigma"
-
-    def sample(self, p: int, stack=None, model=None):
-        label, seed = self.pair(p)
-        return proxy.sample_av(model or self.model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
-                               data=self.data)
-
-    def run(self, p: int, gate: str, order: int, setting: float):
-        """(full calls, (video, sound)) of one variant; ``setting`` is the threshold, or the count for "even"."""
-        if gate == "even":
-            return super().run(p, gate, order, setting)
-        if gate == "easycache":
-            wrapped = EasyCacheModel(self.model, self.shift, setting)
-            out = self.sample(p, model=wrapped)
-            return wrapped.full, out
-        weight = 0.0 if gate == "video" else self.sound_weight
-        session = SeaCacheRun(SeaCacheConfig(threshold=setting, order=order, gate=self.gate, sound_weight=weight),
-                              reference_sigmas(self.steps, self.shift))
-        out = self.sample(p, SeaCachedCosmos3(self.model, session))
-        full = session.stats.ran
-        session.release()
-        return full, out
-
-
 METRICS = ("sound", "nsr", "lsd", "video")
 
 
@@ -157,12 +82,12 @@ def sweep(job: SoundJob, name: str, pairs: range, settings: dict, order: int, lo
 
 
 def at_target(rows: list[dict], steps: int) -> dict[str, dict[str, list[float]]]:
-    """Per gate and metric each pair's value at ``steps / 1.8`` full calls (``bench_quality.matched``: log
+    """Per gate and metric each pair's value at ``steps / 1.8`` full calls (``pair_stats.matched``: log
     interpolation, which for the noise-to-signal ratio is linear in dB)."""
     out: dict[str, dict[str, list[float]]] = {}
+    target = {rows[0]["section"]: steps / quality.SPEEDUP}
     for metric in METRICS:
-        matched = quality.matched([{**r, "error": r[metric]} for r in rows], {rows[0]["section"]: steps})
-        for (_, gate, _), values in matched.items():
+        for (_, gate, _), values in matched([{**r, "error": r[metric]} for r in rows], target).items():
             out.setdefault(gate, {})[metric] = values
     return out
 
@@ -176,10 +101,10 @@ def table(rows: list[dict], steps: int) -> str:
     full: dict[str, list[float]] = {}
     for r in rows:
         full.setdefault(r["gate"], []).append(sum(r["full"]) / pairs)
-    inside, total = quality.bracketed(rows, {rows[0]["section"]: steps})
+    inside, total = bracketed(rows, {rows[0]["section"]: steps / quality.SPEEDUP})
 
     def geometric(v):
-        g, half = quality.mean_ci([math.log(x) for x in v])
+        g, half = mean_ci([math.log(x) for x in v])
         return f"{math.exp(g):.4f} [{math.exp(g - half):.4f}, {math.exp(g + half):.4f}]"
 
     lines = [
@@ -193,12 +118,12 @@ def table(rows: list[dict], steps: int) -> str:
     ]
     for gate in GATES:
         v = values[gate]
-        snr, snr_half = quality.mean_ci([-10 * math.log10(x) for x in v["nsr"]])
-        lsd, lsd_half = quality.mean_ci(v["lsd"])
+        snr, snr_half = mean_ci([-10 * math.log10(x) for x in v["nsr"]])
+        lsd, lsd_half = mean_ci(v["lsd"])
         if gate == "video":
             versus = "-"
         else:
-            g, lo, hi, lower = quality.paired_ratio(v["sound"], values["video"]["sound"])
+            g, lo, hi, lower = paired_ratio(v["sound"], values["video"]["sound"])
             versus = f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{pairs}"
         calls = " / ".join(f"{f:.1f}" for f in full[gate])
         lines.append(f"| {LABELS[gate]} | {calls} | {geometric(v['sound'])} | {snr:.1f} +- {snr_half:.1f} | "

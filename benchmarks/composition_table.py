@@ -2,7 +2,7 @@
 case measured against the same graph without SeaCache (cases: ``seacache_testing/composition_cases.py``; the assertions on
 them: ``tests/test_comfy_composition.py``). Needs COMFYUI_PATH; about a minute on one CPU thread.
 
-    COMFYUI_PATH=/path/to/ComfyUI python benchmarks/composition_table.py
+    COMFYUI_PATH=/path/to/ComfyUI python -m benchmarks.composition_table
 """
 
 from __future__ import annotations
@@ -10,10 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ soak-only custom node folder (written into the temp dir, not part of the pack) a
 every prompt ends in success, interrupted or cancelled; after warm-up the RSS and tensor count stay flat within
 the stated bounds; each SeaCache Stats node shows the report of the sampler it follows (its step count).
 
-  python benchmarks/soak.py --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
-  python benchmarks/soak.py --soak 12                               (the integration suite's short version)
+  python -m benchmarks.soak --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
+  python -m benchmarks.soak --soak 12                               (the integration suite's short version)
 """
 
 from __future__ import annotations
@@ -29,15 +29,13 @@ import urllib.request
 from pathlib import Path
 
 PACK_ROOT = Path(__file__).resolve().parents[1]
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, str(PACK_ROOT))
 FIXTURES = PACK_ROOT / "tests" / "fixtures" / "api_1_0_0" / "api"
 PROBE = '''"""Soak-only probe (written by benchmarks/soak.py): the server's RSS and live tensors; tiny core models."""
 import gc, os, sys
 import torch
 from aiohttp import web
 import server
-sys.path.insert(0, {root!r})  # the server process: the pack's test fixtures importable as seacache_testing
+sys.path.insert(0, {root!r})  # entry-point shim: ComfyUI's server loads this node by path; seacache_testing from the pack
 from seacache_testing import tiny_comfy_models
 
 

@@ -264,7 +264,7 @@ def activation_bytes(config: Cosmos3Config, tokens: int, dtype: torch.dtype = to
     """Estimated activation peak of one model call over ``tokens`` generator tokens (all batch items).
 
     This is the one activation model of the pack (the ComfyUI model's ``memory_required``, the memory plan in
-    ``benchmarks/memory_plan.py`` and the benchmarks use it): it is derived from the layer's code rather than
+    ``seacache_testing/memory_plan.py`` and the benchmarks use it): it is derived from the layer's code rather than
     fitted, and the GPU benchmark prints the measured peak beside it. The peak is inside a layer's MLP: the stack
     input (held for the residual), the layer input, the hidden states after attention, the normalised MLP input (4 x hidden) and silu(gate), up and their product
     (3 x intermediate) per token. Attention is assumed memory-efficient (no tokens^2 matrix), as with

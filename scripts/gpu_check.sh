@@ -78,23 +78,23 @@ for name in ('safetensors', 'numpy', 'triton'):
 CUDA_TESTS=$(grep -l "pytest.mark.cuda" tests/test_*.py | tr '\n' ' ')
 if ((SMOKE)); then
     stage "CUDA tests (pytest -m cuda)" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
-    stage "GPU benchmark (bench_gpu.py --smoke)" 120 "$PY" benchmarks/bench_gpu.py --smoke
+    stage "GPU benchmark (bench_gpu.py --smoke)" 120 "$PY" -m benchmarks.bench_gpu --smoke
 else
     stage "CUDA tests (pytest -m cuda)" 180 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
     # The benchmark skips (and lists) runs its warm-up estimates past its own budget; keep 30 s for the rest.
     reserve=$([[ -n "${COMFYUI_PATH:-}" ]] && echo 90 || echo 30)
     bench_budget=$(($(left) - reserve))
     stage "GPU benchmark (bench_gpu.py, Nano dims, bf16 + fp8)" "$((bench_budget + 20))" \
-        "$PY" benchmarks/bench_gpu.py --budget-s "$bench_budget"
+        "$PY" -m benchmarks.bench_gpu --budget-s "$bench_budget"
 fi
 
 if [[ -n "${COMFYUI_PATH:-}" ]]; then
     if ((SMOKE)); then
         stage "ComfyUI end to end (bench_seacache_e2e.py, tiny, CPU)" 120 \
-            "$PY" benchmarks/bench_seacache_e2e.py --preset tiny --steps 6 --repeats 1 --width 64 --height 64 --length 5
+            "$PY" -m benchmarks.bench_seacache_e2e --preset tiny --steps 6 --repeats 1 --width 64 --height 64 --length 5
     else
         stage "ComfyUI end to end (bench_seacache_e2e.py, medium, GPU)" 80 \
-            env COMFYUI_HARNESS_DEVICE=gpu "$PY" benchmarks/bench_seacache_e2e.py --preset medium --steps 20 --repeats 1
+            env COMFYUI_HARNESS_DEVICE=gpu "$PY" -m benchmarks.bench_seacache_e2e --preset medium --steps 20 --repeats 1
     fi
 else
     printf '## ComfyUI end to end\nskipped: COMFYUI_PATH is not set (no ComfyUI here)\n\n' >>"$OUT"

@@ -1,6 +1,7 @@
 """Graphs users build around SeaCache Apply, on ComfyUI's own tiny random-weight Wan 2.1 (``tiny_comfy_models``):
 core nodes chained before or after SeaCache Apply, sampled with ComfyUI's own sampler nodes. Used by
-``tests/test_comfy_composition.py`` and ``benchmarks/composition_table.py`` (which prints the README table).
+``tests/test_comfy_composition.py`` and ``benchmarks/composition_table.py`` (which prints the table in
+docs/any-model.md).
 
 Each :class:`Case` builds the user's graph around a "SeaCache slot" (SeaCache Apply at some settings, or nothing
 for the graph without SeaCache); :func:`measure` reports, for that graph: whether threshold 0 is bit-identical to

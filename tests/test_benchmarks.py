@@ -1,11 +1,15 @@
-"""Every benchmark runs, the way a user runs it: a subprocess of the script in its smoke mode (tiny sizes, seconds).
+"""Every benchmark runs, the way a user runs it: ``python -m benchmarks.NAME`` from the repository root, as a
+subprocess, in its smoke mode (tiny sizes, seconds). The tests never import ``benchmarks``.
 
-Each test asserts that the script exits 0 and prints its table or summary lines; the numbers themselves are the
-benchmark's output for the README, never asserted. Benchmarks that go through ComfyUI run only with COMFYUI_PATH.
+Each test asserts that the benchmark exits 0 and prints its table or summary lines; the numbers themselves are the
+benchmark's output for the docs, never asserted (the quick quality sweep's rows are checked for their shape).
+Benchmarks that go through ComfyUI run only with COMFYUI_PATH.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -29,11 +33,12 @@ def run(args: list[str], comfyui: bool = False, timeout: int = 300) -> str:
 
 
 def bench(name: str, *args: str, comfyui: bool = False) -> str:
-    return run([sys.executable, f"benchmarks/{name}", *args], comfyui)
+    """Output of ``python -m benchmarks.<name> args`` (see :func:`run`)."""
+    return run([sys.executable, "-m", f"benchmarks.{name}", *args], comfyui)
 
 
 def test_bench_gpu_smoke_prints_both_runs_for_every_size_and_dtype():
-    out = bench("bench_gpu.py", "--smoke")
+    out = bench("bench_gpu", "--smoke")
     assert BENCH_TABLE in out
     for size in ("128x64x9", "128x128x17"):
         for dtype in ("bf16", "fp8"):
@@ -42,17 +47,17 @@ def test_bench_gpu_smoke_prints_both_runs_for_every_size_and_dtype():
 
 
 def test_bench_gpu_smoke_with_cpu_residual_history():
-    out = bench("bench_gpu.py", "--smoke", "--dtypes", "bf16", "--sizes", "128x64x9@8", "--residual-storage", "cpu")
+    out = bench("bench_gpu", "--smoke", "--dtypes", "bf16", "--sizes", "128x64x9@8", "--residual-storage", "cpu")
     assert "residual history on cpu" in out and "| 128x64x9 | bf16 | seacache |" in out
 
 
 def test_bench_memory_prints_its_tables():
-    out = bench("bench_memory.py")
+    out = bench("bench_memory")
     assert "| storage | text pathway GiB | generator pathway GiB |" in out and "1280x720x189" in out
 
 
 def test_bench_gate_smoke():
-    out = bench("bench_gate.py", "--smoke")
+    out = bench("bench_gate", "--smoke")
     assert "decide" in out and "gain build" in out and "one batched call per step (batch 2):" in out
 
 
@@ -65,25 +70,41 @@ def test_bench_first_block_quick():
 
 
 def test_bench_cosmos3_smoke():
-    out = bench("bench_cosmos3.py", "--smoke")
+    out = bench("bench_cosmos3", "--smoke")
     assert "text K/V cache on" in out and "streamed" in out and "naive" in out
 
 
-def test_bench_quality_quick():
-    out = bench("bench_quality.py", "--quick")
+def test_bench_quality_quick_prints_the_sweep(tmp_path):
+    """Every gate at both orders on both video proxies, two settings each on two pairs: finite errors, full calls
+    within the 8 steps, evenly spaced skipping computing exactly its count, and one table line per variant."""
+    saved = tmp_path / "rows.json"
+    out = bench("bench_quality", "--quick", "--save", str(saved))
+    rows = json.loads(saved.read_text())
     assert "| proxy, shift | gate | order | full calls of the two runs | error at 1.8x |" in out
-    assert "natural s10" in out and "synthetic s10" in out
+    sections, gates = {"natural s10", "synthetic s10"}, {"sea", "sea_same_sigma", "unfiltered", "even"}
+    assert {(r["section"], r["gate"], r["order"]) for r in rows} == {(s, g, o) for s in sections for g in gates for o in (1, 2)}
+    table_lines = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(table_lines) == 1 + len(rows) // 2  # header + one line per variant (two settings each)
+    for r in rows:
+        assert len(r["error"]) == len(r["full"]) == 2
+        assert all(math.isfinite(e) and e >= 0 for e in r["error"])
+        assert all(2 <= f <= 8 for f in r["full"])
+        if r["gate"] == "even":
+            assert r["full"] == [int(r["setting"])] * 2  # evenly spaced runs exactly its count
+    for line in table_lines[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert math.isfinite(float(cells[4]))  # error at the target
 
 
 def test_bench_sound_quick():
-    out = bench("bench_sound.py", "--quick")
+    out = bench("bench_sound", "--quick")
     assert "| variant | full calls of the two runs | sound latent error | SNR dB | log-spectral distance dB |" in out
     for label in ("video gate (sound_weight 0)", "joint gate (sound_weight 1)", "EasyCache rule", "evenly spaced"):
         assert f"| {label} |" in out
 
 
 def test_bench_quality_speedup_quick():
-    out = bench("bench_quality.py", "--quick", "--speedup", "2", "--gate", "sea_same_sigma")
+    out = bench("bench_quality", "--quick", "--speedup", "2", "--gate", "sea_same_sigma")
     assert "| proxy, shift | target | achieved | pairs within 10 % |" in out
     rows = [line for line in out.splitlines() if line.startswith(("| natural s10 | 2x", "| synthetic s10 | 2x"))]
     assert len(rows) == 2 and all("| 2.00x (2.00-2.00) | 2/2 |" in row for row in rows)  # 8 steps, 4 stack runs
@@ -116,14 +137,14 @@ def comfyui_path():
 
 
 def test_bench_seacache_e2e_cosmos3_smoke(comfyui_path):
-    out = bench("bench_seacache_e2e.py", "--preset", "tiny", "--steps", "6", "--repeats", "1",
+    out = bench("bench_seacache_e2e", "--preset", "tiny", "--steps", "6", "--repeats", "1",
                 "--width", "64", "--height", "64", "--length", "5", comfyui=True)
     assert "gated calls: 6" in out and "measured speedup" in out and "timeline: F" in out
 
 
 @pytest.mark.parametrize("model", ["wan", "flux"])
 def test_bench_seacache_e2e_core_models_smoke(comfyui_path, model):
-    out = bench("bench_seacache_e2e.py", "--model", model, "--preset", "tiny", "--steps", "6", "--repeats", "1",
+    out = bench("bench_seacache_e2e", "--model", model, "--preset", "tiny", "--steps", "6", "--repeats", "1",
                 comfyui=True)
     assert f"model: {model}" in out and "measured speedup" in out and "timeline: F" in out
 
@@ -137,7 +158,7 @@ def test_gpu_check_smoke_runs_the_comfyui_stage(comfyui_path, tmp_path):
 
 
 def test_composition_table_prints_every_case(comfyui_path):
-    out = bench("composition_table.py", comfyui=True)
+    out = bench("composition_table", comfyui=True)
     assert "| case (tiny Wan 2.1, CFG 5) | steps | threshold 0 bit-identical | error vs graph without SeaCache |" in out
     assert "SkipLayerGuidanceDiT after SeaCache Apply" in out and "WanContextWindowsManual" in out
 
@@ -146,6 +167,7 @@ def test_soak_short_on_a_real_server(comfyui_path):
     """12 prompts through ComfyUI's main.py on a loopback port: every prompt succeeds, is interrupted or cancelled,
     memory stays within the script's bound, and each Stats node shows its own sampler's run (re-queued prompts with
     one sampler cached included)."""
-    out = run([sys.executable, "benchmarks/soak.py", "--soak", "12", "--warmup", "4", "--max-seconds", "900"], comfyui=True, timeout=1200)
+    out = run([sys.executable, "-m", "benchmarks.soak", "--soak", "12", "--warmup", "4", "--max-seconds", "900"],
+              comfyui=True, timeout=1200)
     assert "soak PASSED" in out and " 0 wrong []" in out
     assert "retune" in out  # the cached-sampler case was queued

@@ -139,31 +139,36 @@ def test_epsilon_prediction_model_is_gated_in_the_flow_convention(comfy, pack):
 def test_flow_scale_and_sigma_maps_each_sampling_type(comfy, import_pack_module):
     import comfy.model_sampling as ms
 
-    flow_scale_and_sigma = import_pack_module("nodes.seacache.sampling").flow_scale_and_sigma
+    hooks = import_pack_module("nodes.seacache.hooks")
+
+    def host(model_sampling, sigma):
+        return tuple(float(v) for v in hooks.flow_scale_and_sigma(model_sampling, torch.tensor(sigma)))
 
     flow = type("Flow", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})
     eps = type("Eps", (ms.ModelSamplingDiscrete, ms.EPS), {})
     vpred = type("V", (ms.ModelSamplingDiscrete, ms.V_PREDICTION), {})
-    assert flow_scale_and_sigma(flow(), 0.3) == pytest.approx((1.0, 0.3))
+    assert host(flow(), 0.3) == pytest.approx((1.0, 0.3))
+    assert hooks.schedule_in_flow(flow(), torch.tensor([0.9, 0.3, 0.0])) == pytest.approx([0.9, 0.3, 0.0])
     for kind in (eps, vpred):
-        assert flow_scale_and_sigma(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
+        assert host(kind(), 3.0) == pytest.approx((1 / 4.0, 3.0 / 4.0))
+        assert hooks.schedule_in_flow(kind(), [3.0, 1.0]) == pytest.approx([3.0 / 4.0, 1.0 / 2.0])
 
 
 def test_device_sigma_maps_and_scales_exactly_as_the_host_float(comfy, import_pack_module):
     import comfy.model_sampling as ms
 
-    sampling = import_pack_module("nodes.seacache.sampling")
+    hooks = import_pack_module("nodes.seacache.hooks")
     x = torch.randn(2, 4, 3, 6, 8)
     for kind, sigmas in ((ms.CONST, (0.9991, 0.37, 0.0213)), (ms.EPS, (14.6, 0.37, 0.0213))):
-        model_sampling = type("Sampling", (ms.ModelSamplingDiscrete, kind), {})()
+        base_model = type("Base", (), {"model_sampling": type("Sampling", (ms.ModelSamplingDiscrete, kind), {})()})()
         for sigma in sigmas:
             t = torch.tensor([sigma, sigma], dtype=torch.float32)
-            scale, filter_sigma = sampling.flow_scale_and_sigma(model_sampling, float(t[0]))
-            on_device = sampling.flow_scale_and_sigma_on_device(model_sampling, t[:1])
-            assert [float(v) for v in on_device] == [scale, filter_sigma]
+            host_sigma = torch.tensor(float(t[0]), dtype=torch.float64)  # the host float, as MPS converts it
+            scale, filter_sigma = (float(v) for v in hooks.flow_scale_and_sigma(base_model.model_sampling, host_sigma))
             for dtype in (torch.float32, torch.bfloat16, torch.float16):
-                latent = x.to(dtype)
-                assert torch.equal(sampling.scaled(latent, on_device[0]), latent * scale)
+                latent, sound, on_device, device_filter = hooks.gate_input(base_model, x.to(dtype), t)
+                assert sound is None and float(on_device) == float(t[0]) and float(device_filter) == filter_sigma
+                assert torch.equal(latent, x.to(dtype) * scale)  # the host float's rounding
 
 
 def test_stats_node_names_the_seam(comfy, pack):
@@ -182,14 +187,22 @@ def test_gate_sees_the_video_stream_of_a_packed_ltx2_av_latent(comfy, import_pac
         pytest.skip(tiny_comfy_models.missing("ltxav"))
     import comfy.utils
 
-    av_streams = import_pack_module("nodes.seacache.sampling").av_streams
+    import comfy.model_sampling as ms
+
+    gate_input = import_pack_module("nodes.seacache.hooks").gate_input
+    flow = type("Flow", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})()  # scale 1: the streams come back unscaled
+    t = torch.tensor([0.5, 0.5])
+
+    def base(shapes):
+        return type("Base", (), {"latent_shapes": shapes, "model_sampling": flow})()
+
     video, audio = torch.randn(2, 128, 2, 4, 4), torch.randn(2, 8, 5, 16)
     packed, shapes = comfy.utils.pack_latents([video, audio])
-    got_video, got_audio = av_streams(type("Base", (), {"latent_shapes": shapes})(), packed)
+    got_video, got_audio, _, _ = gate_input(base(shapes), packed, t)
     assert torch.equal(got_video, video) and got_audio is None
     sound = torch.randn(2, 64, 5)
     packed, shapes = comfy.utils.pack_latents([video, sound])
-    got_video, got_sound = av_streams(type("Base", (), {"latent_shapes": shapes})(), packed)
+    got_video, got_sound, _, _ = gate_input(base(shapes), packed, t)
     assert torch.equal(got_video, video) and torch.equal(got_sound, sound)
-    only, none = av_streams(type("Base", (), {"latent_shapes": [video.shape]})(), video)
-    assert only is video and none is None
+    only, none, _, _ = gate_input(base([video.shape]), video, t)
+    assert torch.equal(only, video) and none is None

@@ -131,16 +131,16 @@ def test_failure_inside_the_model_falls_back_to_whole_calls(comfy, community, mo
     first_reuse = next(r["step"] for r in last_report(reference)["records"] if r["decision"] == "reused")
 
     for name, module in list(sys.modules.items()):
-        if name.endswith("nodes.seacache.call") and hasattr(module, "StackCall"):
-            enter = module.StackCall._enter
+        if name.endswith("seacache_core.run") and hasattr(module, "Call"):
+            predict = module.Call.predict
 
-            @functools.wraps(enter)
-            def failing(self, stack_in, enter=enter):
-                if self.call.decision.reuse:
+            @functools.wraps(predict)
+            def failing(self, like, predict=predict):
+                if self.reuse:  # SeaCache's step at the stack's entry, inside the model
                     raise RuntimeError("injected seam failure")
-                return enter(self, stack_in)
+                return predict(self, like)
 
-            monkeypatch.setattr(module.StackCall, "_enter", failing)
+            monkeypatch.setattr(module.Call, "predict", failing)
     patched = seacache(comfy, community)
     with caplog.at_level("WARNING"):
         out = run(comfy, patched)
@@ -169,16 +169,16 @@ def test_failure_of_the_gate_falls_back_to_whole_calls(comfy, community, monkeyp
     """An exception in the gate's decision at a call (injected at the third) stops caching the same way."""
     plain = run(comfy, community)
     for name, module in list(sys.modules.items()):
-        if name.endswith("nodes.seacache.runtime") and hasattr(module, "SeaCacheRun"):
-            start_call, calls = module.SeaCacheRun.start_call, []
+        if name.endswith("seacache_core.run") and hasattr(module, "SeaCacheRun"):
+            decide, calls = module.SeaCacheRun.decide, []
 
-            def failing(self, *args, start_call=start_call, calls=calls, **kwargs):
+            def failing(self, *args, decide=decide, calls=calls, **kwargs):
                 calls.append(1)
                 if len(calls) == 3:
                     raise RuntimeError("injected gate failure")
-                return start_call(self, *args, **kwargs)
+                return decide(self, *args, **kwargs)
 
-            monkeypatch.setattr(module.SeaCacheRun, "start_call", failing)
+            monkeypatch.setattr(module.SeaCacheRun, "decide", failing)
     patched = seacache(comfy, community)
     with caplog.at_level("WARNING"):
         out = run(comfy, patched)

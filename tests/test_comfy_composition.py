@@ -286,7 +286,7 @@ def test_a_failure_inside_a_moving_window_step_falls_back_to_whole_calls(comfy, 
     start = windows.WindowedStep.start
 
     def failing(self, stack_in, frames):
-        if self.call.decision.reuse:
+        if self.call.reuse:
             raise RuntimeError("injected window failure")
         return start(self, stack_in, frames)
 
@@ -324,7 +324,7 @@ def test_skip_layer_pass_follows_the_main_call(comfy, pack, monkeypatch):
     skip pass follows its cond's decision with its own history. Threshold 0 stays bit-identical; with reuse the
     skip pass reuses too (fewer stack runs than when it ran plain), and on every fixed seed the error against the
     graph without SeaCache is lower than with the skip pass run plain (docs/quality.md measures both ways)."""
-    runtime = sys.modules[f"{pack.__name__}.nodes.seacache.runtime"]
+    hooks = sys.modules[f"{pack.__name__}.nodes.seacache.hooks"]
     wan = tiny_comfy_models.build(cases.MODEL, medium=True)
     spec, steps = tiny_comfy_models.MEDIUM[cases.MODEL], 20
 
@@ -344,7 +344,7 @@ def test_skip_layer_pass_follows_the_main_call(comfy, pack, monkeypatch):
         assert report["guidance_calls"] == report["guidance_followed"] == steps
         assert 0 < report["guidance_reused"] <= report["reused"] and report["uncached_calls"] == 0
         with monkeypatch.context() as plain_pass:
-            plain_pass.setattr(runtime.SeaCacheRun, "follower_name", lambda self, options: None)
+            plain_pass.setattr(hooks.SamplingRun, "start_follower", lambda self, options, x, t: None)
             plain, plain_report, plain_work = cached(seed)
         assert plain_report["guidance_followed"] == plain_report["guidance_reused"] == 0
         follow_error, plain_error = cases.rel_error(follow, reference), cases.rel_error(plain, reference)

@@ -207,7 +207,7 @@ def test_skip_layer_pass_follows_the_main_call_on_cosmos3(tiny, monkeypatch):
     from seacache_testing.composition_cases import rel_error
 
     node = tiny.ns.nodes.NODE_CLASS_MAPPINGS["SeaCacheApply"]
-    runtime = sys.modules[node.__module__.rsplit(".nodes.", 1)[0] + ".nodes.seacache.runtime"]
+    hooks = sys.modules[node.__module__.rsplit(".nodes.", 1)[0] + ".nodes.seacache.hooks"]
     steps = 20
 
     def run(model, seed):
@@ -224,7 +224,7 @@ def test_skip_layer_pass_follows_the_main_call_on_cosmos3(tiny, monkeypatch):
         follow, report, follow_work = cached(seed)
         assert report["guidance_calls"] == report["guidance_followed"] == steps and report["guidance_reused"] > 0
         with monkeypatch.context() as plain_pass:
-            plain_pass.setattr(runtime.SeaCacheRun, "follower_name", lambda self, options: None)
+            plain_pass.setattr(hooks.SamplingRun, "start_follower", lambda self, options, x, t: None)
             plain, plain_report, plain_work = cached(seed)
         assert plain_report["guidance_followed"] == 0
         follow_error, plain_error = rel_error(follow, reference), rel_error(plain, reference)
@@ -239,12 +239,12 @@ def test_a_failing_follower_decision_stops_caching_without_raising(tiny, monkeyp
     import sys
 
     node = tiny.ns.nodes.NODE_CLASS_MAPPINGS["SeaCacheApply"]
-    gate = sys.modules[node.__module__.rsplit(".nodes.", 1)[0] + ".seacache_core.gate"]
+    run = sys.modules[node.__module__.rsplit(".nodes.", 1)[0] + ".seacache_core.run"]
 
     def failing(self, keys, leaders, sigma):
         raise RuntimeError("injected follower failure")
 
-    monkeypatch.setattr(gate.SeaCacheGate, "follow", failing)
+    monkeypatch.setattr(run.SeaCacheRun, "follow", failing)
     guided = tiny.sample(_skip_layer_guidance(tiny, tiny.model), steps=STEPS)
     model = tiny.seacache(threshold=0.0)
     assert torch.equal(tiny.sample(_skip_layer_guidance(tiny, model), steps=STEPS), guided)

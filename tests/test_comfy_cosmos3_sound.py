@@ -143,20 +143,19 @@ def test_the_gate_reads_the_sound_stream_with_one_host_read_per_call(av, monkeyp
     measured step each branch's distance is the mean of its video distance (the same run with the sound withheld,
     as before the joint gate) and the relative L1 distance of its sound latents filtered along time at the call's
     sigma (SeaCacheConfig.sound_weight 1), and the gate still reads the host once per call."""
-    from seacache_core import sea_filter_float32
-    from seacache_core import item_distances
-    from seacache_core.indicator import SOUND_FILTER_POWER
+    from seacache_core import item_distances, sea_filter_float32
+    from seacache_core.sea_filter import SOUND_FILTER_POWER
     from seacache_testing.host_transfers import HostReads
 
     settings = av.seacache().model_options["transformer_options"]["seacache_settings"]
     pack = type(settings).__module__.split(".nodes.")[0]  # the pack as ComfyUI loaded it
-    gate_class = sys.modules[f"{pack}.seacache_core.gate"].SeaCacheGate
+    gate_class = sys.modules[f"{pack}.seacache_core.run"].SeaCacheRun
     decide, seen = gate_class.decide, []
 
     def run(withhold_sound: bool) -> dict:
-        def spy(self, keys, latent, sigma, *args, sound=None, **kwargs):
-            seen.append((list(keys), latent.shape, None if sound is None else sound.clone(), kwargs["filter_sigma"]))
-            return decide(self, keys, latent, sigma, *args, sound=None if withhold_sound else sound, **kwargs)
+        def spy(self, latent, sigma, keys, filter_sigma=None, sound=None):
+            seen.append((list(keys), latent.shape, None if sound is None else sound.clone(), filter_sigma))
+            return decide(self, latent, sigma, keys, filter_sigma, None if withhold_sound else sound)
 
         monkeypatch.setattr(gate_class, "decide", spy)
         seen.clear()

@@ -1,4 +1,4 @@
-"""The third-party cache packs of benchmarks/peer_packs.py on a tiny random Wan 2.1 T2V (needs COMFYUI_PATH and
+"""The third-party cache packs of seacache_testing/peer_packs.py on a tiny random Wan 2.1 T2V (needs COMFYUI_PATH and
 the packs in $PEER_CACHES_PATH or ComfyUI's custom_nodes; each pack that is not there skips): each supported
 pack, applied through its node, computes fewer full stack calls at a high knob than uncached, its grid reaches past
 13 and 22 of 35, a second run repeats the first, and it returns a clone (the input MODEL still samples as before)."""
@@ -6,8 +6,7 @@ pack, applied through its node, computes fewer full stack calls at a high knob t
 import pytest
 import torch
 
-from benchmarks import peer_packs
-from seacache_testing import tiny_comfy_models
+from seacache_testing import peer_packs, tiny_comfy_models
 from seacache_testing.anymodel_runs import counting_blocks, sample, stack_blocks
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # MagCache's numpy use, per step

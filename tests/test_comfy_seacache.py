@@ -181,12 +181,12 @@ def test_window_is_comfyui_sampling_percent(tiny):
     assert (sampling.percent_to_sigma(0.3), sampling.percent_to_sigma(0.8)) == pytest.approx((high, low))
     assert shift == 10.0 and 0.75 < high < 0.96 and 0.71 < low < 0.75
     sigmas = torch.tensor([1.0, 0.9, 0.75, 0.5, 0.3, 0.1, 0.0])
-    assert settings.step_window(sampling, sigmas) == (1 / 6, 2 / 6)  # sigmas 0.9 and 0.75 lie in [low, high]
+    assert settings.reuse_steps(sampling, sigmas) == range(1, 3)  # sigmas 0.9 and 0.75 lie in [low, high]
     default = tiny.seacache().model_options["transformer_options"]["seacache_settings"]
-    assert default.step_window(sampling, sigmas) == (0.0, 5 / 6)
-    assert default.step_window(sampling, torch.tensor([14.6, 3.0, 0.03, 0.0])) == (0.0, 2 / 3)  # not a flow range
+    assert default.reuse_steps(sampling, sigmas) == range(0, 6)
+    assert default.reuse_steps(sampling, torch.tensor([14.6, 3.0, 0.03, 0.0])) == range(0, 3)  # not a flow range
     late = tiny.seacache(start_percent=0.6, end_percent=0.62).model_options["transformer_options"]["seacache_settings"]
-    assert late.step_window(sampling, sigmas) == (1.0, 1.0)  # sigmas 0.87 to 0.86: no step inside, nothing reused
+    assert late.reuse_steps(sampling, sigmas) == range(0)  # sigmas 0.87 to 0.86: no step inside, nothing reused
 
 
 @pytest.mark.parametrize("keys", [["diffusion_model"], ["diffusion_model.layers.0", "diffusion_model.layers.1"]], ids=["whole", "layers"])

@@ -57,16 +57,16 @@ class RunReports:
     """Each run's report, by the thread that ran it (the settings' one report slot is shared by both threads)."""
 
     def __init__(self, pack, monkeypatch):
-        runtime = sys.modules[f"{pack.__name__}.nodes.seacache.runtime"]
+        hooks = sys.modules[f"{pack.__name__}.nodes.seacache.hooks"]
         self.by_thread = {}
-        report = runtime.SeaCacheRun.report
+        report = hooks.SamplingRun.report
 
         def recorded(run, status):
             out = report(run, status)
             self.by_thread[threading.get_ident()] = out
             return out
 
-        monkeypatch.setattr(runtime.SeaCacheRun, "report", recorded)
+        monkeypatch.setattr(hooks.SamplingRun, "report", recorded)
 
 
 def overlapping(module, threads=2):
@@ -139,12 +139,13 @@ def test_two_threads_on_one_community_model_decide_as_one_thread(comfy, pack, mo
     assert len(reports.by_thread) == 2 and all(r == alone_report for r in reports.by_thread.values())
 
 
-def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history(pack):
+def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history(pack, monkeypatch):
     """ComfyUI's memory estimate of a run is shadowed on the shared model instance while the run prepares: a second
     thread preparing meanwhile waits, then counts its own history (not the first run's), and nothing is left behind."""
     from types import SimpleNamespace
 
-    runtime = sys.modules[f"{pack.__name__}.nodes.seacache.runtime"]
+    estimate = sys.modules[f"{pack.__name__}.nodes.seacache.estimate"]
+    monkeypatch.setattr(estimate, "history_bytes", lambda run, base, input_shape: run.history)  # each run's own
 
     class Base:
         def memory_required(self, input_shape):
@@ -163,8 +164,8 @@ def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history
         seen["second"] = model.model.memory_required((1,))
 
     def prepare(executor, history):
-        run = SimpleNamespace(history_bytes=lambda base, shape: history)
-        runtime.count_history_in_memory_estimate(executor, model, model_options={"transformer_options": {runtime.RUN_OPTION: run}})
+        run = SimpleNamespace(history=history)
+        estimate.count_history_in_memory_estimate(executor, model, model_options={"transformer_options": {estimate.RUN_OPTION: run}})
 
     a = threading.Thread(target=prepare, args=(first, 10))
     a.start()

@@ -1,4 +1,4 @@
-"""The memory accounting (benchmarks/memory_plan.py) against independent arithmetic and against real tensors."""
+"""The memory accounting (seacache_testing/memory_plan.py) against independent arithmetic and against real tensors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, patchify, reference_sigmas
-from benchmarks.memory_plan import (
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.memory_plan import (
     GENERATOR,
     GIB,
     SHARED,
@@ -22,7 +23,6 @@ from benchmarks.memory_plan import (
     unread_parameters,
     weight_bytes,
 )
-from seacache_core import SeaCacheConfig, SeaCacheRun
 
 NANO = Cosmos3Config()
 TINY = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=32,

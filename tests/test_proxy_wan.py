@@ -7,9 +7,9 @@ import os
 import pytest
 import torch
 
-from benchmarks import proxy_natural as natural
-from benchmarks import proxy_wan
-from benchmarks import train_proxy as proxy
+from seacache_testing import proxy_natural as natural
+from seacache_testing import proxy_wan
+from seacache_testing import quality_proxy as proxy
 
 
 def test_natural_data_keeps_four_channels_and_gives_sixteen():

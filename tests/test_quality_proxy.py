@@ -1,4 +1,6 @@
-"""The quality proxy (trained Cosmos3-architecture model), the cache options it compares, and bench_quality."""
+"""The quality proxies (trained Cosmos3-architecture models), the cache options the quality benchmarks compare on
+them (``seacache_testing.proxy_jobs``) and the pair statistics they report (``seacache_testing.pair_stats``); the
+benchmarks' own runs are in tests/test_benchmarks.py."""
 
 import math
 import os
@@ -6,12 +8,13 @@ import os
 import pytest
 import torch
 
-from benchmarks import bench_quality, bench_sound
-from benchmarks import proxy_av as av
-from benchmarks import proxy_natural as natural
-from benchmarks import train_proxy as proxy
 from cosmos3 import Cosmos3Transformer
 from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
+from seacache_testing import proxy_av as av
+from seacache_testing import proxy_natural as natural
+from seacache_testing import quality_proxy as proxy
+from seacache_testing.pair_stats import matched, paired_ratio
+from seacache_testing.proxy_jobs import SoundJob, UnfilteredIndicator, even_steps
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +28,7 @@ def test_proxy_loads_as_the_packs_cosmos3(model):
     card_path = os.path.join(proxy.PROXY_DIR, proxy.CARD_NAME)
     with open(card_path) as f:
         card = __import__("json").load(f)
-    assert card["valid"] and card["data_like"] and card["cfg"] == proxy.CFG and card["seed"] == 0 and card["command"].startswith("python benchmarks/train_proxy.py")
+    assert card["valid"] and card["data_like"] and card["cfg"] == proxy.CFG and card["seed"] == 0 and card["command"].startswith("python -m benchmarks.train_proxy")
     size = os.path.getsize(os.path.join(proxy.PROXY_DIR, proxy.WEIGHTS_NAME))
     assert size < 4 * 2**20  # small enough to commit
 
@@ -89,7 +92,7 @@ def test_unfiltered_gate_compares_raw_latents():
     for name in ("sea", "none"):
         gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0), [0.6, 0.5, 0.4, 0.3, 0.0])
         if name == "none":
-            gate.indicator = bench_quality.UnfilteredIndicator()
+            gate.indicator = UnfilteredIndicator()
         for sigma, latent in zip((0.6, 0.5), (a, b)):
             decision = gate.decide(latent, sigma, ["c"], filter_sigma=0.5)
             decision.commit(torch.zeros(1, 1))
@@ -101,35 +104,16 @@ def test_unfiltered_gate_compares_raw_latents():
 
 
 def test_even_steps_spread_the_full_calls():
-    assert bench_quality.even_steps(35, 19) == {round(i * 34 / 18) for i in range(19)}
-    assert len(bench_quality.even_steps(35, 19)) == 19 and {0, 34} <= bench_quality.even_steps(35, 19)
-
-
-def test_bench_quality_quick_prints_the_sweep(capsys):
-    rows = bench_quality.main(["--quick"])
-    printed = capsys.readouterr().out
-    sections = {"natural s10", "synthetic s10"}
-    assert {(r["section"], r["gate"], r["order"]) for r in rows} == {
-        (s, g, o) for s in sections for g in bench_quality.GATES for o in (1, 2)}
-    table_lines = [line for line in printed.splitlines() if line.startswith("| ") and "---" not in line]
-    assert len(table_lines) == 1 + len(rows) // 2  # header + one line per variant (two settings each)
-    for r in rows:
-        assert len(r["error"]) == len(r["full"]) == 2
-        assert all(math.isfinite(e) and e >= 0 for e in r["error"])
-        assert all(2 <= f <= 8 for f in r["full"])
-        if r["gate"] == "even":
-            assert r["full"] == [int(r["setting"])] * 2  # evenly spaced runs exactly its count
-    for line in table_lines[1:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert math.isfinite(float(cells[4]))  # error at the target
+    assert even_steps(35, 19) == {round(i * 34 / 18) for i in range(19)}
+    assert len(even_steps(35, 19)) == 19 and {0, 34} <= even_steps(35, 19)
 
 
 def test_paired_ratio_and_matched_interpolation():
-    g, lo, hi, lower = bench_quality.paired_ratio([1.0, 2.0, 4.0], [2.0, 4.0, 8.0])
+    g, lo, hi, lower = paired_ratio([1.0, 2.0, 4.0], [2.0, 4.0, 8.0])
     assert (g, lo, hi, lower) == (pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.5), 3)
     rows = [dict(section="x", gate="sea", order=1, setting=t, full=f, error=e)
             for t, f, e in ((0.1, [12, 20], [0.01, 0.01]), (0.2, [8, 10], [0.04, 0.04]))]
-    errors = bench_quality.matched(rows, {"x": 18})  # target 10 full calls
+    errors = matched(rows, {"x": 10.0})  # target 10 full calls
     assert errors[("x", "sea", 1)] == pytest.approx([0.02, 0.04])  # log-interpolated; clamped at the nearer run
 
 
@@ -186,7 +170,7 @@ def test_av_proxy_passes_its_validity_bar(av_model):
 def test_easycache_rule_at_threshold_zero_is_the_uncached_run(av_model):
     """The benchmark's EasyCache re-implementation never skips at threshold 0 and then changes nothing; at a high
     threshold it skips inside its window only."""
-    job = bench_sound.SoundJob(av_model, proxy.AV, 5.0, 8)
+    job = SoundJob(av_model, proxy.AV, 5.0, 8)
     video, sound = job.sample(0)
     full, (video0, sound0) = job.run(0, "easycache", 1, 0.0)
     assert full == 8 and torch.equal(video0, video) and torch.equal(sound0, sound)
@@ -195,7 +179,7 @@ def test_easycache_rule_at_threshold_zero_is_the_uncached_run(av_model):
 
 
 def test_joint_gate_without_sound_weight_is_the_video_gate(av_model):
-    job = bench_sound.SoundJob(av_model, proxy.AV, 5.0, 10)
+    job = SoundJob(av_model, proxy.AV, 5.0, 10)
     job.sound_weight = 0.0
     video_gate, joint = job.run(1, "video", 1, 0.3), job.run(1, "joint", 1, 0.3)
     assert video_gate[0] == joint[0] < 10 and torch.equal(video_gate[1][1], joint[1][1])

@@ -83,7 +83,7 @@ class SeaCacheApply(io.ComfyNode):
                 io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default=choice_label(POWER_CHOICES, DEFAULTS.power), tooltip="Exponent of the SEA filter's prior: auto = 3 for videos and the first-block gates, 2 for image latents.", **EXPERT),
                 io.Combo.Input("residual_storage", options=list(STORAGE_CHOICES), default=choice_label(STORAGE_CHOICES, DEFAULTS.residual_storage), tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
                 io.Combo.Input("gate", options=list(GATE_CHOICES), default=choice_label(GATE_CHOICES, DEFAULTS.gate), optional=True, tooltip="What the gate reads: the latent (sea same-sigma, sea) or the first block's input (first block: the published indicator).", **EXPERT),
-                io.Float.Input("speedup", default=DEFAULTS.speedup, min=0.0, max=5.0, step=0.05, optional=True, tooltip="Target stack speedup (calls / stack runs) from 1 to 5, reached by steering the threshold per step; below 1 (0 by default) the threshold decides."),
+                io.Float.Input("speedup", default=DEFAULTS.speedup, min=0.0, max=5.0, step=0.05, optional=True, tooltip="Target stack speedup (calls / stack runs), 1-5, reached by steering the threshold per step; below 1 = off"),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],

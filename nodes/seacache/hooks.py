@@ -78,6 +78,35 @@ def schedule_in_flow(model_sampling, sigmas) -> list[float]:
     return flow
 
 
+def gate_input(base_model, x: torch.Tensor, t: torch.Tensor):
+    """``(latent, sound, sigma, filter_sigma)`` the gate reads of a model call on the sampler's latent ``x`` at
+    timestep ``t``: the latent (and sound) in the flow convention the SEA filter assumes, scaled by
+    :func:`flow_scale_and_sigma`'s ``scale`` (the product in float32 for half types, as ``x * float(scale)`` rounds),
+    and sigma as a one-value tensor where it lives (read on the host with the distances), or a float where float64 is
+    missing (MPS: read here, converted on the host).
+
+    The streams: when ComfyUI packed a video and a sound latent into ``[B, 1, N]`` (their shapes in
+    ``base_model.latent_shapes``), the video and, for Cosmos3's ``[B, C, T]``, the sound (read by the joint gate;
+    LTX-2's ``[B, C, T, F]`` audio is not handed to the gate: the joint gate was not measured on it); else ``x``."""
+    video, sound, shapes = x, None, getattr(base_model, "latent_shapes", None)
+    if shapes is not None and len(shapes) >= 2 and x.ndim == 3:
+        cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
+        video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
+        if len(shapes) == 2 and len(shapes[1]) == 3:
+            sound = x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
+    sigma = t.flatten()[:1]
+    if sigma.device.type in ("cuda", "cpu"):
+        scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
+        streams = [s if s is None else (s.to(torch.float32 if s.dtype in HALF else s.dtype)
+                   * scale.to(torch.float32 if s.dtype in HALF else s.dtype)).to(s.dtype) for s in (video, sound)]
+    else:
+        sigma = float(sigma)
+        scale, filter_sigma = (float(v) for v in flow_scale_and_sigma(base_model.model_sampling,
+                                                                      torch.tensor(sigma, dtype=torch.float64)))
+        streams = [s if s is None or scale == 1.0 else s * scale for s in (video, sound)]
+    return streams[0], streams[1], sigma, filter_sigma
+
+
 class SamplingRun(SeaCacheRun):
     """One ComfyUI sampling run: the core run plus the seam chosen at run start, the replacement patches of the
     sampler's own calls, and stable branch names. ComfyUI gives each conditioning entry a fresh uuid per run; branches
@@ -143,34 +172,14 @@ class SamplingRun(SeaCacheRun):
             agreed_reuse(False, x.device)  # the other ranks of a sequence-parallel run agree on this call too
         else:
             try:
-                sigma = t.flatten()[:1]
-                on_device = sigma.device.type in ("cuda", "cpu")  # sigma is read on the host with the distances
-                if on_device:
-                    scale, filter_sigma = flow_scale_and_sigma(base_model.model_sampling, sigma)
-                else:  # no float64 there (MPS): sigma read here, the conversion on the host
-                    sigma = float(sigma)
-                    scale, filter_sigma = (float(v) for v in flow_scale_and_sigma(base_model.model_sampling, torch.tensor(sigma, dtype=torch.float64)))
+                latent, sound, sigma, filter_sigma = gate_input(base_model, x, t)
                 if keys is None:
                     with self.lock:
                         keys = self.branch_keys(transformer_options, x.shape[0])
                 if self.indicator.reads_first_block:  # decided where the seam enters the stack, on its first block
                     call = self.pending(sigma, keys, filter_sigma)
                 else:
-                    # The gate's streams: when ComfyUI packed a video and a sound latent into [B, 1, N] (their shapes
-                    # in latent_shapes), the video and Cosmos3's [B, C, T] sound (LTX-2's [B, C, T, F] audio is not
-                    # handed to the gate: the joint gate was not measured on it); else the latent itself.
-                    video, sound, shapes = x, None, getattr(base_model, "latent_shapes", None)
-                    if shapes is not None and len(shapes) >= 2 and x.ndim == 3:
-                        cuts = [math.prod(tuple(shape)[1:]) for shape in shapes]
-                        video = x[:, :, : cuts[0]].reshape(x.shape[0], *tuple(shapes[0])[1:])
-                        if len(shapes) == 2 and len(shapes[1]) == 3:
-                            sound = x[:, :, cuts[0] : cuts[0] + cuts[1]].reshape(x.shape[0], *tuple(shapes[1])[1:])
-                    if on_device:
-                        streams = [s if s is None else (s.to(torch.float32 if s.dtype in HALF else s.dtype)
-                                   * scale.to(torch.float32 if s.dtype in HALF else s.dtype)).to(s.dtype) for s in (video, sound)]
-                    else:
-                        streams = [s if s is None or scale == 1.0 else s * scale for s in (video, sound)]
-                    call = self.decide(streams[0], sigma, keys, filter_sigma, streams[1])
+                    call = self.decide(latent, sigma, keys, filter_sigma, sound)
             except Exception as exc:  # noqa: BLE001 - SeaCache's decision failed: this call and the rest run whole
                 self.stop_caching(exc)
         if call is None:
@@ -211,11 +220,12 @@ class SamplingRun(SeaCacheRun):
                     self.guidance_reused += bool(call.reusing)
                 return
             self.uncached_calls += not call.done  # it never passed the stack: it ran whole, its output is exact
-        server = getattr(sys.modules.get("server"), "PromptServer", None)  # the browser tab that queued the prompt
-        if server is not None and server.instance is not None and self.settings.node_id is not None and self.stats.calls:
-            server.instance.send_sync(PROGRESS_EVENT, {"node": self.settings.node_id, "reused": self.stats.reused,
-                                                       "calls": self.stats.calls, "step": self.stats.records[-1].step,
-                                                       "steps": self.steps}, getattr(server.instance, "client_id", None))
+        # the browser tab that queued the prompt, when ComfyUI's server runs
+        server = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+        if server is not None and self.settings.node_id is not None and self.stats.calls:
+            server.send_sync(PROGRESS_EVENT, {"node": self.settings.node_id, "reused": self.stats.reused,
+                                              "calls": self.stats.calls, "step": self.stats.records[-1].step,
+                                              "steps": self.steps}, getattr(server, "client_id", None))
 
     def report(self, status: str) -> dict:
         """The core run's report plus the seam."""

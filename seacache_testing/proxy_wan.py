@@ -1,5 +1,6 @@
 """The Wan 2.1 natural proxy: ComfyUI's own ``comfy.ldm.wan.model.WanModel`` (T2V) at a tiny size, trained by the
-pack's trainer (``train_proxy.py --data wan_natural``) on the natural proxy's photo videos with 16 latent channels.
+pack's trainer (``python -m benchmarks.train_proxy --data wan_natural``) on the natural proxy's photo videos with 16
+latent channels.
 
 It gives the benchmarks a second architecture that runs through ComfyUI itself: the weights are one safetensors
 file in ComfyUI's Wan key layout, which ``UNETLoader`` detects as ``WAN21_T2V`` (``in_dim`` 16). The proxy's "text
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks import proxy_natural as natural
+from seacache_testing import proxy_natural as natural
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDER = os.path.join(ROOT, "benchmarks", "proxy_wan_natural")
@@ -66,7 +67,7 @@ def comfyui():
     path = os.environ.get("COMFYUI_PATH")
     if not path:
         raise RuntimeError("the Wan proxy runs ComfyUI's own Wan classes: set COMFYUI_PATH to a ComfyUI checkout "
-                           "(e.g. COMFYUI_PATH=/path/to/ComfyUI python benchmarks/train_proxy.py --data wan_natural)")
+                           "(e.g. COMFYUI_PATH=/path/to/ComfyUI python -m benchmarks.train_proxy --data wan_natural)")
     from seacache_testing.comfyui_harness import comfy_session
 
     return comfy_session(path)

@@ -1,6 +1,6 @@
 """Natural-statistics data for the quality proxy: camera pans and zooms over real photographs, as latent videos.
 
-The synthetic data of ``train_proxy`` is far smoother than real images (spectrum slope about -3.3 against
+The synthetic data of ``quality_proxy`` is far smoother than real images (spectrum slope about -3.3 against
 -2 to -2.7 for photographs) and its frames barely move, and the SEA filter is built on the power-law spectrum of
 natural images; so a second proxy is trained on real photographs. They come bundled inside scikit-image
 (``skimage.data``; every photo used is public domain or CC0, see ``PHOTOS``), so the data is deterministic and
@@ -224,7 +224,7 @@ def nearest(videos: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor
 def video_report(generated: torch.Tensor, labels: torch.Tensor, reference: torch.Tensor, reference_y: torch.Tensor,
                  real: torch.Tensor, real_y: torch.Tensor) -> dict:
     """The validity numbers of generated latent videos of class ``labels`` against a reference set and held-out
-    real videos (with their classes); see :func:`benchmarks.train_proxy.natural_validity`. Single frames: photo
+    real videos (with their classes); see :func:`seacache_testing.quality_proxy.natural_validity`. Single frames: photo
     only."""
     frames = generated.shape[2]
     noise = reference.mean() + reference.std() * torch.randn(real.shape, generator=torch.Generator().manual_seed(9))

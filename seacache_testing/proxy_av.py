@@ -34,7 +34,7 @@ import math
 
 import torch
 
-from benchmarks import proxy_natural as natural
+from seacache_testing import proxy_natural as natural
 
 HOP = 32  # waveform samples per sound latent frame (per channel)
 SOUND_FPS = 25.0  # sound latent frames per second (the transformer's sound_latent_fps)
