@@ -62,7 +62,7 @@ def test_bench_gate_smoke():
 
 
 def test_bench_first_block_quick():
-    out = bench("bench_first_block.py", "--quick")
+    out = bench("bench_first_block", "--quick")
     assert "| model | tokens x width | raw sea | raw same-sigma | first block | first block same-sigma |" in out
     # the bytes kept per branch at Nano 720p follow from the config alone: 48 x 23 x 40 tokens x 4096 x 2 B (bf16)
     assert "raw latent (sea, sea same-sigma), float32: 33,177,600 B" in out
