@@ -480,7 +480,11 @@ class SeaCacheRun:
     def run(self, stack: Callable[[torch.Tensor], torch.Tensor], stack_in: torch.Tensor, latent: torch.Tensor,
             sigma: float, keys: Sequence[Hashable], sound: torch.Tensor | None = None) -> torch.Tensor:
         """The stack output of one call whose stack is one callable: ``stack_in`` plus the extrapolated residual when
-        the gate allows, otherwise ``stack(stack_in)`` with its residual committed."""
+        the gate allows, otherwise ``stack(stack_in)`` with its residual committed. A gate that reads the first
+        block's input is refused (ValueError): its host enters the stack with that view (:meth:`pending`)."""
+        if self.indicator.reads_first_block:
+            raise ValueError(f"gate {self.config.gate!r} reads the first block's input, not the latent: create the "
+                             f"call with pending() and enter the stack with the first block's view")
         call = self.decide(latent, sigma, keys, sound=sound)
         residual = call.predict(stack_in)
         if residual is not None:

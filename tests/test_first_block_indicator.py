@@ -275,6 +275,13 @@ def test_a_pending_call_is_decided_when_it_enters_with_the_view():
     assert call.done and run.stats.records[-1].reason == "warmup" and "c" in run.states
 
 
+def test_a_one_callable_stack_cannot_run_a_first_block_gate_on_its_latent():
+    run = SeaCacheRun(published_config(), [0.9, 0.6, 0.0])
+    with pytest.raises(ValueError, match="reads the first block's input, not the latent"):
+        run.run(lambda x: x, torch.zeros(1, 2), _view(0), 0.9, ["c"])
+    assert not run.states and not run.stats.records
+
+
 @pytest.mark.parametrize("gate", ["first_block", "first_block_same_sigma"])
 def test_first_block_gates_keep_the_view_in_its_dtype(gate):
     """A bf16 view is kept in bf16 (as diffusers keeps it: half the bytes); the latent gates keep float32."""
