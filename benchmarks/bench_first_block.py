@@ -167,7 +167,8 @@ def kept_in(dtype, views: list[torch.Tensor], sigmas) -> tuple[list[dict], list[
         if call.enter(residual, lambda: view.to(dtype)) is None:
             call.leave(residual)
     records = run.stats.records
-    return [{k: b["distance"] for k, b in r.branches.items()} for r in records], [r.decision != "reused" for r in records]
+    distances = [{key: branch["distance"] for key, branch in r.branches.items()} for r in records]
+    return distances, [r.decision != "reused" for r in records]
 
 
 def storage_dtype(pairs: int, steps: int = 35) -> None:
@@ -191,7 +192,9 @@ def storage_dtype(pairs: int, steps: int = 35) -> None:
                     return model.run_gen_stack(hidden, inputs)
 
                 label, seed = p % data.classes, 70_000 + p
-                first = data.clips(torch.tensor([label]), torch.Generator().manual_seed(seed))[0][:, :, :1] if i2v else None
+                first = None
+                if i2v:  # frame 0 of a real clip of the class, as bench_peers conditions image-to-video
+                    first = data.clips(torch.tensor([label]), torch.Generator().manual_seed(seed))[0][:, :, :1]
                 model.call_gen_stack = capture
                 try:  # the sampler's float32 latent in the model's bf16, its velocity back in float32
                     proxy.sample(lambda x, *args, **kwargs: model(x.to(torch.bfloat16), *args, **kwargs).float(),

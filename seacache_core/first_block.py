@@ -96,7 +96,8 @@ def first_block_view(modulated: torch.Tensor, tokens: VisionTokens) -> torch.Ten
     return video.permute(0, 4, 1, 2, 3)
 
 
-def noisy_frames_view(modulated: torch.Tensor, grid: tuple[int, int, int], frame_is_clean: torch.Tensor) -> torch.Tensor:
+def noisy_frames_view(modulated: torch.Tensor, grid: tuple[int, int, int],
+                      frame_is_clean: torch.Tensor) -> torch.Tensor:
     """:func:`first_block_view` of the video tokens that open ``modulated`` ``[B, N, D]`` on the token ``grid``,
     without the frames ``frame_is_clean`` ``[B, T]`` flags in any item (diffusers reads the noisy frames only; a
     frame conditioned in one item is left out of all, so the items share one grid). Reads the flags to the host.

@@ -139,8 +139,8 @@ class Call:
     is kept in ``failure`` and every later step does nothing, so the model's own code computes (the host then
     computes the rest of the run whole); a seam runs any other step of its own inside the model through
     :meth:`guarded`. A seam that can reach the first block's input hands :meth:`enter` a function giving its view;
-    only a pending call calls it. ``done``: the call was committed; a call that never passed the stack is simply dropped (the
-    model ran whole: its output is exact)."""
+    only a pending call calls it. ``done``: the call was committed; a call that never passed the stack is simply
+    dropped (the model ran whole: its output is exact)."""
 
     run: SeaCacheRun = field(repr=False)
     reuse: bool
@@ -174,7 +174,8 @@ class Call:
             return None
 
     @torch.compiler.disable
-    def enter(self, stack_in: torch.Tensor, first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+    def enter(self, stack_in: torch.Tensor,
+              first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
         """Stack output for these rows on a reused call (input plus the extrapolated residual), else None (also once
         SeaCache's code failed in this call: the stack then runs). ``first_block`` gives the first block's view of
         every item, ``[B, D, T, H, W]`` (``first_block.first_block_view``), on which a pending call is decided here;

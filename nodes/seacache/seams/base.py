@@ -62,7 +62,8 @@ class SeamCall(Protocol):
 
     reusing: bool | None
 
-    def enter(self, stack_in: torch.Tensor, first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None: ...
+    def enter(self, stack_in: torch.Tensor,
+              first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None: ...
 
     def leave(self, stack_out: torch.Tensor) -> None: ...
 

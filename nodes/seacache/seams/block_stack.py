@@ -226,7 +226,9 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
         return None
     reads = exact_class_entry(first_block_inputs.FAMILIES, diffusion_model)
     first_stack = getattr(diffusion_model, stacks[0][1])
-    view = first_block_inputs.FirstBlockView(diffusion_model, reads, first_stack[0]) if reads and len(first_stack) else None
+    view = None
+    if reads is not None and len(first_stack):
+        view = first_block_inputs.FirstBlockView(diffusion_model, reads, first_stack[0])
     double_count = sum(kind == "double_block" for kind, _ in blocks)
     has_single = double_count < len(blocks)
 

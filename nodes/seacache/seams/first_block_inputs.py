@@ -81,7 +81,8 @@ def ltxv(block, args: dict) -> torch.Tensor:
 
 def _given(conds: dict, key: str) -> list:
     """The values of ``key`` in every conditioning entry of the sampler's conditioning lists that has it."""
-    return [entry[key] for entries in conds.values() for entry in entries or () if isinstance(entry, dict) and key in entry]
+    return [entry[key] for entries in conds.values() for entry in entries or ()
+            if isinstance(entry, dict) and key in entry]
 
 
 def _refused(model: str, problem: str, fix: str) -> ValueError:
@@ -92,7 +93,8 @@ def _refused(model: str, problem: str, fix: str) -> ValueError:
 
 def refuse_wan(diffusion_model, conds: dict) -> None:
     if getattr(diffusion_model, "ref_conv", None) is not None and _given(conds, "reference_latents"):
-        raise _refused("Wan", "this model puts the reference latent's tokens before them", "remove the reference latent")
+        raise _refused("Wan", "this model puts the reference latent's tokens before them",
+                       "remove the reference latent")
 
 
 def refuse_hunyuan_video(diffusion_model, conds: dict) -> None:
@@ -115,8 +117,8 @@ def _timestep_zero(default_method: Callable[[object], str | None]) -> Callable[[
         methods = [entry.get("reference_latents_method", default) for entries in conds.values()
                    for entry in entries or () if isinstance(entry, dict) and "reference_latents" in entry]
         if "index_timestep_zero" in methods:
-            raise _refused(type(diffusion_model).__name__, "reference latents with the method index_timestep_zero get a "
-                           "second timestep's modulation, which the first block's arguments do not carry",
+            raise _refused(type(diffusion_model).__name__, "reference latents with the method index_timestep_zero "
+                           "get a second timestep's modulation, which the first block's arguments do not carry",
                            "another reference_latents_method")
 
     return refuse
