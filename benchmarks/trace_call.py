@@ -1,9 +1,10 @@
 """How long the path of one gated model call is: every SeaCache function one reused call and one computed call
 pass through, traced with ``sys.setprofile`` on the tiny Cosmos3 through ComfyUI's sampler nodes.
 
-    COMFYUI_PATH=/path/to/ComfyUI python -m benchmarks.trace_call [--steps 12] [--list]
+    COMFYUI_PATH=/path/to/ComfyUI python -m benchmarks.trace_call [--steps 12] [--list] [--gate "first block"]
 
-A call is one ``BaseModel.apply_model`` (cond and uncond batched, CFG 6, gate at its defaults). For the first
+A call is one ``BaseModel.apply_model`` (cond and uncond batched, CFG 6, SeaCache Apply's defaults; ``--gate``
+another gate at threshold 0.35, as diffusers' first-block recipe). For the first
 reused and the first computed call after the warm-up it prints the distinct SeaCache functions (code in
 ``seacache_core/`` and ``nodes/seacache/``; comprehensions not counted), the files they live in and the deepest
 chain of SeaCache frames; ``--list`` names them. The pack's budget for a reused call is about 25 functions in at
@@ -67,6 +68,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--list", action="store_true", help="name every function")
+    parser.add_argument("--gate", default=None, help="another gate of SeaCache Apply, at threshold 0.35")
     args = parser.parse_args(argv)
     from seacache_testing import comfyui_harness
     from seacache_testing.comfy_runs import load_tiny
@@ -77,7 +79,10 @@ def main(argv=None) -> int:
 
     ns = comfyui_harness.comfy_session(os.environ[comfyui_harness.ENV_VAR], output_root=Path(tempfile.mkdtemp()))
     tiny = load_tiny(ns, Folders())
-    model = tiny.seacache(threshold=0.13, residual_order="auto", gate="sea same-sigma")
+    if args.gate is None:
+        model = tiny.seacache(threshold=0.13, residual_order="auto", gate="sea same-sigma")
+    else:
+        model = tiny.seacache(threshold=0.35, residual_order="0", max_consecutive=-1, gate=args.gate)
     positive, negative, latent = tiny.encode(), tiny.encode("", negative=True), tiny.empty()
     trace = CallTrace()
     sys.setprofile(trace.profile)
@@ -88,7 +93,7 @@ def main(argv=None) -> int:
     records = model.model_options["transformer_options"]["seacache_settings"].last_run["records"]
     if len(records) != len(trace.calls):
         raise SystemExit(f"traced {len(trace.calls)} model calls but the run reports {len(records)}")
-    print(f"tiny Cosmos3, {args.steps} steps, CFG 6 batched: {len(records)} calls")
+    print(f"tiny Cosmos3, {args.steps} steps, CFG 6 batched, gate {args.gate or 'default'}: {len(records)} calls")
     for kind, wanted in (("reused", "reused"), ("computed", "computed")):
         index = next(i for i, r in enumerate(records) if r["decision"] == wanted)
         print(describe(f"{kind} (step {records[index]['step']})", trace.calls[index], args.list))

@@ -55,7 +55,11 @@ class SeaCacheConfig:
             What the gate accumulates: `"sea"` the paper's distance between consecutive latents, each
             SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
             current step's sigma, which leaves out the filter's own change along the schedule (see
-            `seacache_core.sea_filter`).
+            `seacache_core.sea_filter`). `"first_block"` and `"first_block_same_sigma"` do the same on the first
+            transformer block's modulated input (vision tokens only), the published indicator: the host hands it
+            over at the stack's entry (`SeaCacheRun.pending`, `seacache_core.first_block`), `power` None means 3
+            there for images too, and the sound latent is not read. Thresholds do not carry over between the
+            latent and the first block (diffusers' first-block recipe: `first_block.published_config()`).
         sound_weight (`float`, defaults to `1.0`):
             For audio-video calls whose host passes the sound latent (`SeaCacheRun.decide(..., sound=)`): the
             gate's distance is `(video + sound_weight * sound) / (1 + sound_weight)`, the sound's distance taken on

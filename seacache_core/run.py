@@ -5,7 +5,9 @@ schedule, then for each call of the skippable stack asks :meth:`SeaCacheRun.deci
 call's sigma, one branch key per batch item) and carries the call out through the returned :class:`Call`: the seam
 enters the stack with its input (the predicted output on a reused call, None when the stack must run) and leaves
 it with the computed output, whose residual is then committed. A call that never passed the stack is dropped
-(its output is exact). :meth:`SeaCacheRun.run` does all of it for a stack that is one callable.
+(its output is exact). :meth:`SeaCacheRun.run` does all of it for a stack that is one callable. Under a gate that
+reads the first block's input (``sea_filter.FIRST_BLOCK_GATES``) the host asks :meth:`SeaCacheRun.pending`
+instead: the same call, decided when the seam enters the stack and hands over that input.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ RESET = "reset"  # a non-adjacent step, or sigma went up (a new run)
 @dataclass
 class BranchState:
     """What the run remembers of one branch (cond, uncond, or a batch entry with its own conditioning):
-    ``indicator`` is the gate's float32 view of the branch's latent at ``last_step`` (:class:`.sea_filter.Indicator`)
-    and ``indicator_dtype`` the dtype of the latent it came from (a dtype change makes the distance +inf)."""
+    ``indicator`` is the gate's view of the branch's latent (or first block's input) at ``last_step``
+    (:class:`.sea_filter.Indicator`) and ``indicator_dtype`` the dtype of the tensor it came from (a dtype change
+    makes the distance +inf)."""
 
     history: ResidualHistory
     indicator: torch.Tensor | None = None
@@ -129,15 +132,18 @@ class Call:
     why the call computes (warmup, end, reset, max_consecutive, no_history, window, off_schedule, repeat,
     other_rank, threshold; a follower's: leader_computed, no_leader, no_history, repeat, reset, off_schedule), None
     on reuse. ``distance`` and ``accumulated`` are maxima over the branches. ``follows`` marks a guidance pass that
-    follows its leaders' decision (:meth:`SeaCacheRun.follow`; no record of its own).
+    follows its leaders' decision (:meth:`SeaCacheRun.follow`; no record of its own). ``pending`` holds, for a call
+    of a first-block gate (:meth:`SeaCacheRun.pending`), what its decision needs besides the first block's view,
+    (sigma, keys, filter_sigma), until :meth:`enter` takes the verdict; every verdict field is unset until then.
 
     The seam contract: :meth:`enter` with the stack input (rows in batch order, all at once or item by item) returns
     the output to use instead of running the stack on a reused call, else None; :meth:`leave` records the computed
     output and commits the residual once every row has passed. Neither raises inside the model: the first failure
     is kept in ``failure`` and every later step does nothing, so the model's own code computes (the host then
     computes the rest of the run whole); a seam runs any other step of its own inside the model through
-    :meth:`guarded`. ``done``: the call was committed; a call that never passed the stack is simply dropped (the
-    model ran whole: its output is exact)."""
+    :meth:`guarded`. A seam that can reach the first block's input hands :meth:`enter` a function giving its view;
+    only a pending call calls it. ``done``: the call was committed; a call that never passed the stack is simply
+    dropped (the model ran whole: its output is exact)."""
 
     run: SeaCacheRun = field(repr=False)
     reuse: bool
@@ -157,6 +163,7 @@ class Call:
     outputs: list[torch.Tensor] = field(default_factory=list, repr=False)
     failure: Exception | None = None
     done: bool = False  # committed: the run has the call's outcome
+    pending: tuple | None = field(default=None, repr=False)
 
     def guarded(self, step, *args):
         """``step(*args)`` inside someone else's forward; None (run the model's own code) once it or an earlier
@@ -170,12 +177,17 @@ class Call:
             return None
 
     @torch.compiler.disable
-    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
+    def enter(self, stack_in: torch.Tensor,
+              first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
         """Stack output for these rows on a reused call (input plus the extrapolated residual), else None (also once
-        SeaCache's code failed in this call: the stack then runs)."""
+        SeaCache's code failed in this call: the stack then runs). ``first_block`` gives the first block's view of
+        every item, ``[B, D, T, H, W]`` (``first_block.first_block_view``), on which a pending call is decided here;
+        a pending call must enter with all its rows at once."""
         if self.failure is not None:
             return None
         try:
+            if self.pending is not None:
+                self._decide(first_block)
             if self.reusing is None:
                 like = stack_in if stack_in.shape[0] == self.batch else stack_in[:1].expand(self.batch, *stack_in.shape[1:])
                 self.predicted = self.predict(like)
@@ -188,6 +200,16 @@ class Call:
         except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
             self.failure = exc
         return None
+
+    def _decide(self, first_block: Callable[[], torch.Tensor] | None) -> None:
+        """Take the verdict of a pending call on the first block's view."""
+        if first_block is None:
+            raise ValueError("the gate reads the first block's input, which this seam does not hand over")
+        sigma, keys, filter_sigma = self.pending
+        verdict = self.run.decide(first_block(), sigma, keys, filter_sigma)
+        for name in ("reuse", "reason", "step", "sigma", "distance", "accumulated", "branches", "latent_dtype"):
+            setattr(self, name, getattr(verdict, name))
+        self.pending = None
 
     @torch.compiler.disable
     def leave(self, stack_out: torch.Tensor) -> None:
@@ -393,8 +415,9 @@ class SeaCacheRun:
                     raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
                 # The views and the distances of every branch with a previous view of this dtype, on the device.
                 filter_at = sigma if filter_sigma is None else filter_sigma
-                # the filter's prior exponent: the configured one, else 3 for a video latent, 2 for a single frame
-                power = 3.0 if latent.ndim == 5 and latent.shape[2] > 1 else 2.0
+                # the filter's prior exponent: the configured one, else 3 for a video latent, 2 for a single frame;
+                # 3 for the first block's tokens of images too, as the published indicator filters them
+                power = 3.0 if latent.ndim == 5 and (latent.shape[2] > 1 or self.indicator.reads_first_block) else 2.0
                 power = power if self.config.power is None else float(self.config.power)
                 at = (filter_at, power, (-3, -2, -1) if latent.ndim == 5 else (-2, -1), self.gains)
                 with torch.no_grad():
@@ -453,6 +476,14 @@ class SeaCacheRun:
         consecutive = max(s.consecutive if s else 0 for s in states)
         return self.speed.threshold(tuple(groups), step, self.steps, accumulated, consecutive)
 
+    def pending(self, sigma: float | torch.Tensor, keys: Sequence[Hashable],
+                filter_sigma: float | torch.Tensor | None = None) -> Call:
+        """A call of a first-block gate, decided when the seam enters the stack with the first block's view
+        (:meth:`Call.enter`), on that view as :meth:`decide` decides on a latent; the arguments are :meth:`decide`'s.
+        Nothing is read or changed until then."""
+        keys = list(keys)
+        return Call(self, False, None, None, math.nan, None, None, (), len(keys), pending=(sigma, keys, filter_sigma))
+
     @torch.compiler.disable
     def follow(self, keys: Sequence[Hashable], leaders: Sequence[Hashable], sigma: float) -> Call:
         """A pass that follows another branch's call of the same step (a skip-layer guidance pass follows the call
@@ -494,7 +525,11 @@ class SeaCacheRun:
     def run(self, stack: Callable[[torch.Tensor], torch.Tensor], stack_in: torch.Tensor, latent: torch.Tensor,
             sigma: float, keys: Sequence[Hashable], sound: torch.Tensor | None = None) -> torch.Tensor:
         """The stack output of one call whose stack is one callable: ``stack_in`` plus the extrapolated residual when
-        the gate allows, otherwise ``stack(stack_in)`` with its residual committed."""
+        the gate allows, otherwise ``stack(stack_in)`` with its residual committed. A gate that reads the first
+        block's input is refused (ValueError): its host enters the stack with that view (:meth:`pending`)."""
+        if self.indicator.reads_first_block:
+            raise ValueError(f"gate {self.config.gate!r} reads the first block's input, not the latent: create the "
+                             f"call with pending() and enter the stack with the first block's view")
         call = self.decide(latent, sigma, keys, sound=sound)
         residual = call.predict(stack_in)
         if residual is not None:

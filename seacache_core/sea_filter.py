@@ -11,6 +11,11 @@ decides. Near sigma 1 the filter's pass band moves fast, so the second part is l
 shifted schedule barely moves the latent, and the accumulated distance forces computes early. ``"sea_same_sigma"``
 removes the schedule's part: both latents go through the current step's filter. At the last steps, where sigma
 moves the filter little, both gates agree.
+
+The published indicator (``"first_block"``, docs/first-block-indicator.md) reads another tensor with the same
+filter: the first transformer block's timestep-modulated input on the vision tokens, which the host lays out as a
+video of its channels (``first_block.first_block_view``) and hands over at the stack's entry.
+``"first_block_same_sigma"`` filters both of its views at the current sigma.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from collections.abc import Sequence
 
 import torch
 
-GATES = ("sea", "sea_same_sigma")
+GATES = ("sea", "sea_same_sigma", "first_block", "first_block_same_sigma")
+FIRST_BLOCK_GATES = ("first_block", "first_block_same_sigma")
+"""The gates that read the first block's input instead of the sampler's latent (decided at the stack's entry)."""
 SIGMA_MIN = 1e-6
 SOUND_FILTER_POWER = 1.0
 """Exponent of the 1-D prior that filters a sound latent along its time axis (dim 2) in the joint gate."""
@@ -138,19 +145,28 @@ class Indicator:
     float32 copy of the raw latent and filters both views at the current sigma (one FFT pair for both). ``at`` is
     the call's filter, the arguments of :func:`sea_filter_float32` after the tensor: (sigma, power, dims, gains).
 
+    The first-block gates do the same on the first block's view (``reads_first_block``), but keep it in its own
+    dtype, the model's, as diffusers does: half the bytes of float32 in a bf16 run (hundreds of MiB per branch at
+    video sizes); the same-sigma variant's copy is then exact, the filtered view rounded as diffusers rounds it.
+
     With ``sound_weight`` > 0 and a call's sound latent ([B, C, T, ...], time on dim 2), the joint gate of an
     audio-video model: per item the video view and a float32 copy of the sound latent are kept side by side, and
     the distance is ``(video + weight * sound) / (1 + weight)``, the sound's taken on both sound latents filtered
     along time at the current sigma."""
 
     def __init__(self, gate: str, sound_weight: float = 0.0):
-        self.filter_at_own_sigma = gate == "sea"
+        self.filter_at_own_sigma = gate in ("sea", "first_block")
+        self.reads_first_block = gate in FIRST_BLOCK_GATES
         self.sound_weight = sound_weight
 
     def observe(self, latent: torch.Tensor, at: tuple, sound: torch.Tensor | None = None):
-        """What the branches keep of this call's latent (float32, a new tensor; [B, ...]) and None; with a sound
-        latent, the video's and the sound's views flattened per item and joined, and their shapes."""
-        video = sea_filter_float32(latent, *at) if self.filter_at_own_sigma else latent.detach().to(torch.float32, copy=True)
+        """What the branches keep of this call's latent (a new tensor; [B, ...]) and None; with a sound latent, the
+        video's and the sound's views flattened per item and joined, and their shapes."""
+        kept = latent.dtype if self.reads_first_block else torch.float32
+        if self.filter_at_own_sigma:
+            video = sea_filter_float32(latent, *at).to(kept)
+        else:
+            video = latent.detach().to(kept, copy=True)
         if sound is None or self.sound_weight <= 0:
             return video, None
         shapes = (video.shape[1:], sound.shape[1:])

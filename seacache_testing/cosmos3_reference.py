@@ -45,6 +45,16 @@ def reference_model(seed: int = 0, **overrides):
     return model
 
 
+def native_from(ref):
+    """This pack's ``Cosmos3Transformer`` with the reference's weights, loaded by checkpoint key names (fp32, eval)."""
+    from cosmos3 import Cosmos3Config, Cosmos3Transformer, is_unused_key
+
+    cfg = Cosmos3Config.from_dict(dict(ref.config))
+    model = Cosmos3Transformer(cfg).float().eval()
+    model.load_state_dict({k: v for k, v in ref.state_dict().items() if not is_unused_key(k)}, strict=True)
+    return model
+
+
 SOUND = dict(sound_gen=True, sound_dim=8, sound_latent_fps=25.0)
 """Sound switches of a ``sound_gen`` checkpoint on the TINY sizes (8 sound latent channels)."""
 

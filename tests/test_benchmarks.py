@@ -68,6 +68,14 @@ def test_bench_forecast_quick():
     assert "cpu     chebyshev blend 0.5 (order 1)  12 records" in out
 
 
+def test_bench_first_block_quick():
+    out = bench("bench_first_block", "--quick")
+    assert "| model | tokens x width | raw sea | raw same-sigma | first block | first block same-sigma |" in out
+    # the bytes kept per branch at Nano 720p follow from the config alone: 48 x 23 x 40 tokens x 4096 x 2 B (bf16)
+    assert "raw latent (sea, sea same-sigma), float32: 33,177,600 B" in out
+    assert "diffusers keep it 361,758,720 B (345.0 MiB)" in out and "float32 723,517,440 B (690.0 MiB)" in out
+
+
 def test_bench_cosmos3_smoke():
     out = bench("bench_cosmos3", "--smoke")
     assert "text K/V cache on" in out and "streamed" in out and "naive" in out

@@ -145,7 +145,7 @@ def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history
     from types import SimpleNamespace
 
     estimate = sys.modules[f"{pack.__name__}.nodes.seacache.estimate"]
-    monkeypatch.setattr(estimate, "history_bytes", lambda run, base, input_shape: run.history)  # each run's own
+    monkeypatch.setattr(estimate, "kept_bytes", lambda run, base, input_shape: run.history)  # each run's own
 
     class Base:
         def memory_required(self, input_shape):

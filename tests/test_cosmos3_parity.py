@@ -6,19 +6,10 @@ import torch
 from cosmos3 import Cosmos3Config, Cosmos3Transformer, TextKVCache, TEXT_KV_CACHE_KEY, is_unused_key
 
 from seacache_testing.cosmos3_reference import (
-    TINY, VARIANTS, check, reference_model, reference_velocity, sigma_and_t, tokens,
+    TINY, VARIANTS, check, native_from, reference_model, reference_velocity, sigma_and_t, tokens,
 )
 
 pytest.importorskip("diffusers")
-
-def native_from(ref) -> Cosmos3Transformer:
-    """Our model with the reference's weights, loaded by checkpoint key names."""
-    cfg = Cosmos3Config.from_dict(dict(ref.config))
-    model = Cosmos3Transformer(cfg).float().eval()
-    sd = {k: v for k, v in ref.state_dict().items() if not is_unused_key(k)}
-    model.load_state_dict(sd, strict=True)
-    return model
-
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
 def pair(request):

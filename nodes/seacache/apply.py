@@ -13,13 +13,15 @@ from ...seacache_core import SeaCacheConfig
 from .composition import refuse_other_caches
 from .estimate import count_history_in_memory_estimate
 from .hooks import gate_model_call, outer_sample_wrapper, schedule_in_flow
+from .run_inputs import refuse_unreachable_first_block
 from .seams import remove_seacache, select_seam
 from .seams.base import WRAPPER_KEY
 from .settings import SETTINGS_OPTION, SeaCacheSettings
 
 POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 STORAGE_CHOICES = {"compute device": "compute", "cpu": "cpu"}
-GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma"}
+GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma", "first block": "first_block",
+                "first block same-sigma": "first_block_same_sigma"}
 ORDER_CHOICES = ("auto", "0", "1", "2", "chebyshev")  # "chebyshev": the forecaster over the seam's auto order
 SEAM_ORDER = ("auto", "chebyshev")  # the choices whose Newton order is the seam's
 GATE_BEFORE_INPUT = "sea"  # the gate of API prompts saved before the `gate` input existed (1.0.0)
@@ -42,6 +44,7 @@ def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     refuse_other_caches(patched, patched.model_options)
     seam = select_seam(patched, patched.model_options)
     seam.detach(patched)
+    refuse_unreachable_first_block(settings.config, seam, {})
     if auto_order:
         settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, order=seam.auto_order))
     schedule_in_flow(patched.model.model_sampling, [0.5])  # rejects sampling types that are no noise schedule
@@ -72,16 +75,16 @@ class SeaCacheApply(io.ComfyNode):
             "through the whole diffusion-model call, any other flow-matching or epsilon/v-prediction MODEL.",
             inputs=[
                 io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
-                io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; 0.25 with gate sea."),
+                io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; sea 0.25, first block 0.35."),
                 io.Combo.Input("residual_order", options=list(ORDER_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto = 2 on Cosmos3 else 1; chebyshev fits 12 computed steps.", **EXPERT),
                 io.Int.Input("max_consecutive", default=DEFAULTS.max_consecutive, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
                 io.Int.Input("warmup_steps", default=DEFAULTS.warmup_steps, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
                 io.Int.Input("end_steps", default=DEFAULTS.end_steps, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
                 io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse may begin (ComfyUI's convention: 0 = start of sampling).", **EXPERT),
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
-                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default=choice_label(POWER_CHOICES, DEFAULTS.power), tooltip="Exponent of the SEA filter's prior: auto = 3 for video latents, 2 for images.", **EXPERT),
+                io.Combo.Input("filter_exponent", options=list(POWER_CHOICES), default=choice_label(POWER_CHOICES, DEFAULTS.power), tooltip="Exponent of the SEA filter's prior: auto = 3 for videos and the first-block gates, 2 for image latents.", **EXPERT),
                 io.Combo.Input("residual_storage", options=list(STORAGE_CHOICES), default=choice_label(STORAGE_CHOICES, DEFAULTS.residual_storage), tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
-                io.Combo.Input("gate", options=list(GATE_CHOICES), default=choice_label(GATE_CHOICES, DEFAULTS.gate), optional=True, tooltip="sea same-sigma: both latents filtered at the current noise level (lower error at strong shifts); sea: the paper's gate.", **EXPERT),
+                io.Combo.Input("gate", options=list(GATE_CHOICES), default=choice_label(GATE_CHOICES, DEFAULTS.gate), optional=True, tooltip="What the gate reads: the latent (sea same-sigma, sea) or the first block's input (first block: the published indicator).", **EXPERT),
                 io.Float.Input("speedup", default=DEFAULTS.speedup, min=0.0, max=5.0, step=0.05, optional=True, tooltip="Target stack speedup 1-5, steered per step, lifting max_consecutive if needed; below 1 = off (the threshold decides)."),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],

@@ -11,9 +11,10 @@ per run, and one warning when calls ran whole because they missed the seam.
 
 Failure behaviour, the same for every seam:
 
-- Bad settings, a MODEL that is no diffusion model, another step cache on the MODEL, or run inputs SeaCache cannot
-  serve (:mod:`.run_inputs`): ValueError at Apply or at run start, before the first step, naming the problem and
-  the fix; the input MODEL is unchanged.
+- Bad settings, a MODEL that is no diffusion model, another step cache on the MODEL, run inputs SeaCache cannot
+  serve, or a first-block gate on a run that cannot hand over the first block's input (:mod:`.run_inputs`):
+  ValueError at Apply or at run start, before the first step, naming the problem and the fix; the input MODEL is
+  unchanged.
 - A call that never passes the seam (a code path the seam does not know, an output that does not match the
   latent): it ran whole, so its output is exact; the run forgets it and the report counts it in ``uncached_calls``.
 - Guidance calls with other replacement patches than the sampler's (skip-layer guidance, perturbed attention) follow
@@ -38,7 +39,7 @@ from ...seacache_core import Call, SeaCacheRun
 from ...seacache_core.run import agreed_reuse
 from ..run_scope import run_scoped_option
 from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
-from .run_inputs import refuse_bad_run_inputs
+from .run_inputs import refuse_bad_run_inputs, refuse_unreachable_first_block
 from .seams import select_seam
 from .seams.base import CALL_OPTION, RUN_OPTION, WINDOWED_STEP_OPTION, Seam
 from .settings import SETTINGS_OPTION, SeaCacheSettings
@@ -161,10 +162,11 @@ class SamplingRun(SeaCacheRun):
     def start_call(self, transformer_options: dict, base_model, x: torch.Tensor, t: torch.Tensor,
                    keys: list | None = None) -> Call | None:
         """The call on the sampler's latent ``x`` at timestep ``t``, decided on the latent in the flow convention the
-        SEA filter assumes (an audio-video latent's sound stream with it, scaled alike); ``keys`` name the branch of
-        each item (default: from the call's conditioning entries). None when the call must run whole (counted):
-        SeaCache stopped caching in this run, or the decision raises now (caching stops). A sequence-parallel run's
-        ranks still agree on it."""
+        SEA filter assumes (an audio-video latent's sound stream with it, scaled alike), or under a first-block gate
+        pending until the seam enters the stack (decided there on the first block's input, filtered at the same flow
+        sigma); ``keys`` name the branch of each item (default: from the call's conditioning entries). None when the
+        call must run whole (counted): SeaCache stopped caching in this run, or the decision raises now (caching
+        stops). A sequence-parallel run's ranks still agree on it."""
         call = None
         if self.stopped is not None:
             agreed_reuse(False, x.device)  # the other ranks of a sequence-parallel run agree on this call too
@@ -174,7 +176,10 @@ class SamplingRun(SeaCacheRun):
                 if keys is None:
                     with self.lock:
                         keys = self.branch_keys(transformer_options, x.shape[0])
-                call = self.decide(latent, sigma, keys, filter_sigma, sound)
+                if self.indicator.reads_first_block:  # decided where the seam enters the stack, on its first block
+                    call = self.pending(sigma, keys, filter_sigma)
+                else:
+                    call = self.decide(latent, sigma, keys, filter_sigma, sound)
             except Exception as exc:  # noqa: BLE001 - SeaCache's decision failed: this call and the rest run whole
                 self.stop_caching(exc)
         if call is None:
@@ -274,6 +279,7 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     settings: SeaCacheSettings = guider.model_options["transformer_options"][SETTINGS_OPTION]
     refuse_other_caches(guider.model_patcher, guider.model_options)
     seam = select_seam(guider.model_patcher, guider.model_options)
+    refuse_unreachable_first_block(settings.config, seam, guider.conds)
     sigmas, channels = refuse_bad_run_inputs(args, kwargs)
     run = SamplingRun(settings, seam, sigmas, guider.model_patcher.get_model_object("model_sampling"), channels)
     status = "failed"

@@ -1,7 +1,7 @@
 """Run-start checks of what ComfyUI's sampler hands SeaCache (the arguments of ``CFGGuider.outer_sample``): the
-latent's rank, that latent and noise are finite, and the sigma schedule. Each failure is a ValueError naming the
-problem and the fix, raised before the first model call, so none of them can surface in the middle of sampling
-(docs/algorithm.md §8)."""
+latent's rank, that latent and noise are finite, and the sigma schedule; and for the first-block gates, that the run
+can hand them the first block's input. Each failure is a ValueError naming the problem and the fix, raised before
+the first model call, so none of them can surface in the middle of sampling (docs/algorithm.md §8)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.distributed as dist
+
+from ...seacache_core.sea_filter import FIRST_BLOCK_GATES
 
 OUTER_SAMPLE_ARGS = ("noise", "latent_image", "sampler", "sigmas", "denoise_mask", "callback", "disable_pbar", "seed",
                      "latent_shapes")
@@ -75,3 +78,26 @@ def refuse_bad_run_inputs(args: tuple, kwargs: dict) -> tuple[torch.Tensor, int]
     refuse_bad_schedule(given["sigmas"].flatten().tolist())
     refuse_non_finite({"input latent": latent, "noise": given["noise"]})
     return given["sigmas"], int(gated[1])
+
+
+def refuse_unreachable_first_block(config, seam, conds: dict) -> None:
+    """ValueError when ``config``'s gate reads the first block's input and this run cannot hand it over: the seam
+    does not reach the first block (the community Cosmos3 pack, the diffusion-model call of other models, a model
+    whose first block SeaCache does not know), the run is sequence-parallel (each rank holds part of the tokens; the
+    filter needs all of them), or the seam's own check refuses the sampler's conditioning ``conds`` (``guider.conds``;
+    ``{}`` at Apply) or the run (moving context windows)."""
+    if config.gate not in FIRST_BLOCK_GATES:
+        return
+    if seam.first_block is None:
+        raise ValueError(
+            f"SeaCache Apply's first-block gates read the first transformer block's input, which SeaCache cannot "
+            f"reach on this model (seam: {seam.name}); they serve this pack's Cosmos3, Wan, HunyuanVideo, Flux, "
+            f"Qwen-Image and LTX-Video. Use gate 'sea same-sigma' (or 'sea')."
+        )
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        raise ValueError(
+            f"SeaCache Apply's first-block gates filter the first block's input over the whole video, but in this "
+            f"sequence-parallel run ({dist.get_world_size()} ranks) each rank holds part of its tokens. Use gate "
+            f"'sea same-sigma' (or 'sea'), which reads the latent every rank holds whole."
+        )
+    seam.first_block(conds)

@@ -4,6 +4,7 @@ Deciding, predicting and committing are the core's (``seacache_core.Call``)."""
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,19 @@ def latent_numel(diffusion_model, input_shape) -> int:
     return math.prod(input_shape[1:])
 
 
+def exact_class_entry(table: dict, obj):
+    """The value of ``table`` (``(module, class name)`` -> value) for an object of exactly one of those classes, None
+    for any other (subclasses add work a table's entry does not know; a class the running ComfyUI lacks is skipped)."""
+    for (module, name), entry in table.items():
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        if type(obj) is cls:
+            return entry
+    return None
+
+
 def no_run_patches(model_options: dict) -> None:
     """For seams whose hooks were all registered at Apply time: nothing to add at run start."""
 
@@ -35,15 +49,21 @@ def no_attach(patched) -> None:
     """For seams that need nothing on the MODEL clone itself (nor anything to remove from it)."""
 
 
+def any_conditioning(conds: dict) -> None:
+    """For seams whose first-block view places the vision tokens of every input the model takes."""
+
+
 class SeamCall(Protocol):
     """All a seam may touch of a gated call: enter the stack with its input (the output to use instead of running
-    it on a reused call, else None), leave it with the computed output, and read whether the call reuses; run any
-    other SeaCache step inside the model through ``guarded`` (a failure there falls back to the whole computation).
-    A seam keeps any scratch state of its own (see ``block_stack``)."""
+    it on a reused call, else None) and, where the seam reaches it, a function giving the first block's view (a
+    first-block gate decides on it there), leave it with the computed output, and read whether the call reuses; run
+    any other SeaCache step inside the model through ``guarded`` (a failure there falls back to the whole
+    computation). A seam keeps any scratch state of its own (see ``block_stack``)."""
 
     reusing: bool | None
 
-    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None: ...
+    def enter(self, stack_in: torch.Tensor,
+              first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None: ...
 
     def leave(self, stack_out: torch.Tensor) -> None: ...
 
@@ -62,7 +82,12 @@ class Seam:
     ``attach`` added (an earlier SeaCache Apply on the same clone). ``residual_numel(diffusion_model, input_shape)`` is the
     element count of one item's residual, for the memory estimate. ``auto_order`` is the residual order SeaCache
     Apply's "auto" picks: 2 where it was measured better (the Cosmos3 architecture, README Quality), vLLM-Omni's 1
-    elsewhere."""
+    elsewhere.
+
+    ``first_block`` is None where the seam cannot hand the first block's input to the call (the first-block gates
+    are refused there, at Apply and at run start); else the seam enters the stack with it, and ``first_block(conds)``
+    raises ValueError at run start for sampler conditioning (``guider.conds``) whose tokens its view cannot place.
+    The view of one item holds at most ``residual_numel`` elements (the stack input's image tokens)."""
 
     name: str
     residual_numel: Callable[[object, tuple], int] = latent_numel
@@ -71,3 +96,4 @@ class Seam:
     attach: Callable[[object], None] = no_attach
     detach: Callable[[object], None] = no_attach
     auto_order: int = 1
+    first_block: Callable[[dict], None] | None = None

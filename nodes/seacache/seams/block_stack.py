@@ -20,17 +20,21 @@ residuals (the ``control`` argument: ``"input"`` after double blocks, ``"output"
 ``transformer_options["patches"]["double_block"]`` model patches (DiffSynth ControlNets and the like). The
 residual a computed call records contains them, up to the last block's output; the last block's own entries come
 after it. So on a reused call :class:`StackInputs` lets only the last block's entries through: each counts once.
+
+Where :mod:`.first_block_inputs` knows the model's first block, the first block's patch also hands the call the
+first block's view of the image tokens (first-block gates decide on it there).
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import math
 
 import comfy.patcher_extension
 import torch
 
-from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall
+from . import first_block_inputs
+from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, exact_class_entry
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
 #                          the image patch embedding, whose shape gives the residual's tokens and width)
@@ -50,18 +54,6 @@ SCRATCH_OPTION = "seacache_block_scratch"
 """transformer_options key of the :class:`BlockScratch` of the current gated call."""
 
 
-def _family(diffusion_model):
-    """(block stacks, patch embedding attribute) of a supported exact class, None otherwise."""
-    for (module, name), family in FAMILIES.items():
-        try:
-            cls = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue
-        if type(diffusion_model) is cls:
-            return family
-    return None
-
-
 def embedded_numel(embedding, input_shape) -> int:
     """Elements of one item's image stream after a patch embedding: a convolution makes one token per kernel-sized
     patch of the latent, a linear one token per ``in_features`` latent elements; each token is the embedding's
@@ -78,12 +70,13 @@ def _passthrough(args: dict) -> dict:
 
 
 class BlockScratch:
-    """What the block seam carries from block to block within one gated call: where the image tokens sit in the
-    joint text+image stream (``image_slice``; None: the whole stream), the image stream leaving the double-stream
-    blocks (``double_out``), and whether the image tokens were lost in the join (``image_lost``: the call then
-    runs whole and is not committed)."""
+    """What the block seam carries from block to block within one gated call: the model input's shape
+    (``input_shape``, the image tokens' grid), where the image tokens sit in the joint text+image stream
+    (``image_slice``; None: the whole stream), the image stream leaving the double-stream blocks (``double_out``), and
+    whether the image tokens were lost in the join (``image_lost``: the call then runs whole and is not committed)."""
 
-    def __init__(self):
+    def __init__(self, input_shape: torch.Size):
+        self.input_shape = input_shape
         self.image_slice: slice | None = None
         self.double_out: torch.Tensor | None = None
         self.image_lost = False
@@ -93,10 +86,13 @@ class BlockPatch:
     """Replacement of one block of the stack. ``first``/``last`` mark the stack's ends; ``joins`` marks the first
     single-stream block after double-stream ones (where the image tokens are located in the joint stream).
     ``inner`` is the patch another node placed on this block (None: the block itself), run wherever the block
-    would run."""
+    would run. ``first_block`` (the first block's patch, where the model's first block is known) gives the call
+    the first block's view."""
 
-    def __init__(self, first: bool, last: bool, joins: bool, double_end: bool, inner=None):
+    def __init__(self, first: bool, last: bool, joins: bool, double_end: bool, inner=None,
+                 first_block: first_block_inputs.FirstBlockView | None = None):
         self.first, self.last, self.joins, self.double_end, self.inner = first, last, joins, double_end, inner
+        self.first_block = first_block
 
     def run_block(self, args: dict, extra: dict) -> dict:
         """The block, through the other node's patch when there is one."""
@@ -109,7 +105,8 @@ class BlockPatch:
         if call is None or scratch is None:
             return self.run_block(args, extra)
         if self.first:
-            predicted = call.enter(joined(args["img"]))
+            view = None if self.first_block is None else functools.partial(self.first_block, args, scratch.input_shape)
+            predicted = call.enter(joined(args["img"]), view)
             scratch.image_slice = None
             if predicted is not None:
                 return {**_passthrough(args), "img": split_like(predicted, args["img"])}
@@ -202,7 +199,7 @@ class StackInputs:
         call: SeamCall | None = transformer_options.get(CALL_OPTION)
         if call is None:
             return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
-        transformer_options = {**transformer_options, SCRATCH_OPTION: BlockScratch()}
+        transformer_options = {**transformer_options, SCRATCH_OPTION: BlockScratch(x.shape)}
         if isinstance(control, dict):
             control = {key: StackEntries(entries, call, self._keep(CONTROL_KINDS[key]))
                        if key in CONTROL_KINDS and entries is not None else entries for key, entries in control.items()}
@@ -220,13 +217,18 @@ def _blocks(diffusion_model, stacks) -> list[tuple[str, int]]:
 def seam_for(model_patcher, model_options: dict) -> Seam | None:
     """The block-stack seam for a supported core model, None otherwise."""
     diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
-    family = _family(diffusion_model)
+    family = exact_class_entry(FAMILIES, diffusion_model)
     if family is None:
         return None
     stacks, embedding = family
     blocks = _blocks(diffusion_model, stacks)
     if not blocks:
         return None
+    reads = exact_class_entry(first_block_inputs.FAMILIES, diffusion_model)
+    first_stack = getattr(diffusion_model, stacks[0][1])
+    view = None
+    if reads is not None and len(first_stack):
+        view = first_block_inputs.FirstBlockView(diffusion_model, reads, first_stack[0])
     double_count = sum(kind == "double_block" for kind, _ in blocks)
     has_single = double_count < len(blocks)
 
@@ -240,6 +242,7 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
                 joins=has_single and double_count > 0 and index == double_count,
                 double_end=has_single and index == double_count - 1,
                 inner=replaced.get(key),
+                first_block=view if index == 0 else None,
             )
         # registered after SeaCache's gate (the MODEL's wrappers come first in the run's options): runs inside it
         comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
@@ -249,4 +252,4 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
         return embedded_numel(model.get_submodule(embedding), input_shape)
 
     name = f"block stack ({type(diffusion_model).__name__}, {len(blocks)} blocks)"
-    return Seam(name, residual_numel, enter_run)
+    return Seam(name, residual_numel, enter_run, first_block=None if view is None else view.refuse)

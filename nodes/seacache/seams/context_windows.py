@@ -133,9 +133,10 @@ class WindowView:
         """SeaCache's step inside the window's model call, guarded by the step's call."""
         return self.step.call.guarded(step, *args)
 
-    def enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
+    def enter(self, stack_in: torch.Tensor, first_block=None) -> torch.Tensor | None:
         """The window's stack output on a reused step (its frames of the extrapolated residual), else None (also
-        after a failure: the window's stack then runs)."""
+        after a failure: the window's stack then runs). ``first_block`` is not read: the step was decided on the
+        full latent (first-block gates are refused with moving windows, whose windows each see a part of it)."""
         return self.guarded(self._enter, stack_in)
 
     def _enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
@@ -190,6 +191,14 @@ class GatedContextHandler:
         return outs
 
 
+def refuse_first_block(conds: dict) -> None:
+    """The first-block gates' run-start check under moving windows: always refused."""
+    raise ValueError(
+        "SeaCache Apply's first-block gates decide each model call on the first transformer block's input, but with "
+        "moving context windows each model call sees one window of the video while SeaCache decides a step once for "
+        "all of them. Use gate 'sea same-sigma' (or 'sea'), or a static context schedule (standard_static).")
+
+
 def around(seam: Seam, model_options: dict) -> Seam:
     """``seam`` gated per step of moving context windows when the run samples with such windows, else ``seam``."""
     handler = model_options.get(HANDLER)
@@ -200,4 +209,5 @@ def around(seam: Seam, model_options: dict) -> Seam:
         seam.enter_run(run_options)
         run_options[HANDLER] = GatedContextHandler(run_options[HANDLER])
 
-    return replace(seam, name=f"{seam.name}, per step of moving context windows", enter_run=enter_run)
+    return replace(seam, name=f"{seam.name}, per step of moving context windows", enter_run=enter_run,
+                   first_block=None if seam.first_block is None else refuse_first_block)
