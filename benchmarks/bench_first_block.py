@@ -26,49 +26,26 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # entry point run as a file: the repository root on the import path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from cosmos3 import Cosmos3Config  # noqa: E402
-from cosmos3.config import LATENT_CHANNELS, VAE_SPATIAL, VAE_TEMPORAL  # noqa: E402
-from cosmos3.ops import TorchOps, norm_class  # noqa: E402
-from seacache_core import SeaCacheConfig, SeaCacheRun  # noqa: E402
-from cosmos3 import reference_sigmas  # noqa: E402
-from seacache_core.first_block import (  # noqa: E402
+from benchmarks.bench_gate import median_ms
+from cosmos3 import Cosmos3Config
+from cosmos3.config import LATENT_CHANNELS, VAE_SPATIAL, VAE_TEMPORAL
+from cosmos3.ops import TorchOps, norm_class
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from cosmos3 import reference_sigmas
+from seacache_core.first_block import (
     VisionTokens, first_block_view, indicator_bytes, noisy_frames_view, published_config,
 )
-from seacache_testing.cosmos3_random_weights import random_model  # noqa: E402
-from seacache_testing.make_tiny_checkpoint import MEDIUM_SIZES, TINY_SIZES  # noqa: E402
+from seacache_testing.cosmos3_random_weights import random_model
+from seacache_testing.make_tiny_checkpoint import MEDIUM_SIZES, TINY_SIZES
 
 SIGMAS = (0.9, 0.85, 0.8)  # steps 0, 1 committed, step 2 timed
 SCHEDULE = (*SIGMAS, 0.75, 0.0)  # step 2 is neither the first nor the last
 MODELS = {"tiny": TINY_SIZES, "medium": MEDIUM_SIZES}
 LATENTS = {"quick": (3, 16, 16), "full": (8, 30, 52)}  # latent (T, H, W): 832x480x29 for the full run
 NANO_VIDEO = (1280, 720, 189)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def median_ms(fn, repeats: int, device: torch.device) -> float:
-    """Median wall time of ``fn()`` after one warm-up call (allocator, FFT plans, cached gain)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def steady_gate_ms(config: SeaCacheConfig, gate_input, repeats: int, device: torch.device) -> float:

@@ -33,8 +33,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _median_ms(fn, repeats: int, device: torch.device) -> float:
-    fn()  # warm-up: allocator, FFT plans, cached gain
+def median_ms(fn, repeats: int, device: torch.device) -> float:
+    """Median wall time of ``fn()`` after one warm-up call (allocator, FFT plans, cached gain), the device synced."""
+    fn()
     times = []
     for _ in range(repeats):
         _sync(device)
@@ -55,8 +56,8 @@ def gate_cost(shape, dtype, device, repeats) -> tuple[float, float]:
     for step in range(2):
         run.decide(base + step * 0.01 * drift, SIGMAS[step], ["cond"]).commit(residual)
     latent = base + 0.02 * drift
-    decide_ms = _median_ms(lambda: run.decide(latent, SIGMAS[2], ["cond"]), repeats, device)
-    gain_ms = _median_ms(lambda: GainCache().rfft_gain(shape[-3:], 0.8, 3.0, device), repeats, device)
+    decide_ms = median_ms(lambda: run.decide(latent, SIGMAS[2], ["cond"]), repeats, device)
+    gain_ms = median_ms(lambda: GainCache().rfft_gain(shape[-3:], 0.8, 3.0, device), repeats, device)
     return decide_ms, gain_ms
 
 

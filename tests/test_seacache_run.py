@@ -1,6 +1,5 @@
 """SeaCacheRun: schedule lookup, reuse window and skipping a real stack function."""
 
-import pytest
 import torch
 
 from seacache_core import SeaCacheConfig, SeaCacheRun
