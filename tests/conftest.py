@@ -87,3 +87,27 @@ def asked(comfy, monkeypatch):
 
     monkeypatch.setattr(comfy.mm, "load_models_gpu", recording)
     return asked
+
+
+@pytest.fixture(scope="module")
+def peers(comfy):
+    """ComfyUI with the third-party cache packs of ``$PEER_CACHES_PATH`` loaded (``peer_packs.load_peer_packs``) and
+    the names of the pack folders loaded; one torch thread while the tiny models run."""
+    from seacache_testing import peer_packs
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    loaded = peer_packs.load_peer_packs(comfy)
+    yield comfy, loaded
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def peer_wan(peers):
+    """ComfyUI's tiny Wan 2.1 T2V and its uncached result over the peer tests' 35 steps."""
+    from seacache_testing import tiny_comfy_models
+    from seacache_testing.anymodel_runs import sample
+
+    comfy, _ = peers
+    model = tiny_comfy_models.build("wan21_t2v")
+    return model, sample(comfy, model, tiny_comfy_models.SPECS["wan21_t2v"], steps=35)

@@ -15,24 +15,6 @@ STEPS = 35
 SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
 
 
-@pytest.fixture(scope="module")
-def peers(comfy):
-    """The session with the peer packs loaded, one torch thread while the tiny model runs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    loaded = peer_packs.load_peer_packs(comfy)
-    yield comfy, loaded
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def wan(peers):
-    """The tiny Wan 2.1 T2V and its uncached result."""
-    comfy, _ = peers
-    model = tiny_comfy_models.build("wan21_t2v")
-    return model, sample(comfy, model, SPEC, steps=STEPS)
-
-
 def installed_or_skip(peers, peer):
     comfy, loaded = peers
     if peer not in peer_packs.installed(comfy):
@@ -52,10 +34,10 @@ WAN_PEERS = [peer for peer in peer_packs.PEER_CACHES if "WAN21_T2V" in peer.supp
 
 
 @pytest.mark.parametrize("peer", WAN_PEERS, ids=[peer.name for peer in WAN_PEERS])
-def test_supported_peer_trades_full_calls_and_returns_a_clone(peers, wan, peer):
+def test_supported_peer_trades_full_calls_and_returns_a_clone(peers, peer_wan, peer):
     installed_or_skip(peers, peer)
     comfy, _ = peers
-    model, plain = wan
+    model, plain = peer_wan
     assert peer_packs.supports(peer, model)
 
     uncached_calls, uncached = full_calls(comfy, model, peer_packs.apply(comfy, peer, model, peer.grid[0]))
@@ -76,11 +58,11 @@ def test_supported_peer_trades_full_calls_and_returns_a_clone(peers, wan, peer):
     assert torch.equal(sample(comfy, model, SPEC, steps=STEPS), plain)  # the input MODEL runs unchanged
 
 
-def test_first_block_cache_refuses_wan(peers, wan):
+def test_first_block_cache_refuses_wan(peers, peer_wan):
     fbcache = next(peer for peer in peer_packs.PEER_CACHES if peer.node_id == "ApplyFBCacheOnModel")
     installed_or_skip(peers, fbcache)
     comfy, _ = peers
-    model, _ = wan
+    model, _ = peer_wan
     assert not peer_packs.supports(fbcache, model)
     with pytest.raises(ValueError, match="does not support WAN21_T2V"):
         peer_packs.apply(comfy, fbcache, model, 0.1)

@@ -20,24 +20,6 @@ STEPS = 35
 SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
 
 
-@pytest.fixture(scope="module")
-def peers(comfy):
-    """The session with the peer packs loaded, one torch thread while the tiny models run."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    loaded = peer_packs.load_peer_packs(comfy)
-    yield comfy, loaded
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def wan(peers):
-    """The tiny Wan 2.1 T2V and its uncached result."""
-    comfy, _ = peers
-    model = tiny_comfy_models.build("wan21_t2v")
-    return model, sample(comfy, model, SPEC, steps=STEPS)
-
-
 def installed_or_skip(peers, peer):
     comfy, loaded = peers
     if peer not in spectrum_packs.installed(comfy):
@@ -57,10 +39,10 @@ PEERS = spectrum_packs.SPECTRUM_PEERS
 
 
 @pytest.mark.parametrize("peer", PEERS, ids=[peer.name for peer in PEERS])
-def test_spectrum_skips_along_its_grid_and_leaves_the_input_model(peers, wan, peer):
+def test_spectrum_skips_along_its_grid_and_leaves_the_input_model(peers, peer_wan, peer):
     installed_or_skip(peers, peer)
     comfy, _ = peers
-    model, plain = wan
+    model, plain = peer_wan
     assert peer_packs.supports(peer, model)
 
     never_calls, never = full_calls(comfy, model, spectrum_packs.apply(comfy, peer.never_skipping(), model, 0.0))
@@ -81,13 +63,13 @@ def test_spectrum_skips_along_its_grid_and_leaves_the_input_model(peers, wan, pe
     assert again_calls == calls[peer.grid[-1]] and torch.equal(again, out)
 
 
-def test_spectrum_wan_node_alone_runs_every_clone_of_the_model(peers, wan):
+def test_spectrum_wan_node_alone_runs_every_clone_of_the_model(peers, peer_wan):
     """Why spectrum_packs.apply clears the node's runtime from the shared BaseModel: without that, the input
     MODEL samples with Spectrum after the node ran."""
     peer = next(p for p in PEERS if p.node_id == "SpectrumApplyWAN")
     installed_or_skip(peers, peer)
     comfy, _ = peers
-    model, plain = wan
+    model, plain = peer_wan
     patched = comfy.run_node(peer.node_id, model=model, **peer.inputs(0.75)).outputs[0]
     try:
         leaked_calls, leaked = full_calls(comfy, model, model)
