@@ -82,13 +82,12 @@ def relation(state: BranchState | None, step: int, sigma: float) -> str:
     return NEXT if step == state.last_step + 1 else RESET
 
 
-def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive: int, in_window: bool,
-                  reset: bool = False, no_history: bool = False, max_consecutive: int | None = None) -> str | None:
+def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive: int, cap: int, in_window: bool,
+                  reset: bool = False, no_history: bool = False) -> str | None:
     """Why a branch must compute at ``step`` whatever its distance, or None when the threshold decides: the one
     home of this rule, which the speed controller replays for the steps ahead (with no reset and a history).
-    ``max_consecutive`` is the run's cap on reuses in a row (None: the configured one; a speed target may lift it,
+    ``cap`` is the run's cap on reuses in a row (``config.max_consecutive``, or what a speed target lifted it to:
     :attr:`SeaCacheRun.max_consecutive`). Precedence: warmup, end, reset, max_consecutive, no_history, window."""
-    cap = config.max_consecutive if max_consecutive is None else max_consecutive
     if step < config.warmup_steps:
         return "warmup"
     if step >= num_steps - config.end_steps:
@@ -114,6 +113,14 @@ def agreed_reuse(reuse: bool, device: torch.device) -> bool:
     must_compute = torch.tensor([0 if reuse else 1], dtype=torch.int32, device=where)
     dist.all_reduce(must_compute, op=dist.ReduceOp.MAX)
     return not bool(must_compute.item())
+
+
+def _group(keys: Sequence[Hashable]) -> dict[Hashable, tuple[int, ...]]:
+    """The batch rows of each branch key, keys in order of first appearance."""
+    groups: dict[Hashable, tuple[int, ...]] = {}
+    for index, key in enumerate(keys):
+        groups[key] = (*groups.get(key, ()), index)
+    return groups
 
 
 def _rows(items: tuple[int, ...]) -> slice | list[int]:
@@ -358,8 +365,7 @@ class SeaCacheRun:
         """Whether a later step computes whatever its distance (the speed controller's plan), under the run's cap or
         ``max_consecutive``."""
         cap = self.max_consecutive if max_consecutive is None else max_consecutive
-        return forced_reason(self.config, step, self.steps, consecutive, step in self.reuse_steps,
-                             max_consecutive=cap) is not None
+        return forced_reason(self.config, step, self.steps, consecutive, cap, step in self.reuse_steps) is not None
 
     def _cap_for_target(self) -> int:
         """The smallest cap on reuses in a row, from the configured one up, whose forced computes allow the speed
@@ -408,9 +414,7 @@ class SeaCacheRun:
                 if len(keys) != latent.shape[0] or (sound is not None and sound.shape[0] != latent.shape[0]):
                     raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}"
                                      + ("" if sound is None else f" and a sound batch of {sound.shape[0]}"))
-                groups: dict[Hashable, tuple[int, ...]] = {}
-                for index, key in enumerate(keys):
-                    groups[key] = (*groups.get(key, ()), index)
+                groups = _group(keys)
                 if latent.ndim not in (4, 5):
                     raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
                 # The views and the distances of every branch with a previous view of this dtype, on the device.
@@ -445,8 +449,8 @@ class SeaCacheRun:
                         distance = distances.get(key, math.inf) if call_relation == NEXT else None
                         no_history = state is None or state.indicator is None or len(state.history) == 0
                         reason = forced_reason(self.config, step, self.steps, 0 if state is None else state.consecutive,
-                                               step in self.reuse_steps, call_relation == RESET, no_history,
-                                               self.max_consecutive)
+                                               self.max_consecutive, step in self.reuse_steps, call_relation == RESET,
+                                               no_history)
                         plans.append(BranchPlan(key, items, frozen=False, reason=reason, reset=call_relation == RESET,
                                                 distance=distance, indicator=views[key]))
                 if step is not None:
@@ -495,10 +499,7 @@ class SeaCacheRun:
         keys, leaders = list(keys), list(leaders)
         if len(keys) != len(leaders):
             raise ValueError(f"got {len(keys)} keys and {len(leaders)} leaders")
-        groups: dict[Hashable, tuple[int, ...]] = {}
-        for index, key in enumerate(keys):
-            groups[key] = (*groups.get(key, ()), index)
-        leader_of, sigma = dict(zip(keys, leaders)), float(sigma)
+        groups, leader_of, sigma = _group(keys), dict(zip(keys, leaders)), float(sigma)
         step = self.step_of(sigma)
         plans = []
         with self.lock:
