@@ -64,6 +64,7 @@ from seacache_testing.peer_comparison import (
     Method,
     bracketing_settings,
     frontier,
+    headline,
     metrics,
     natural_frames,
     pair_of,
@@ -427,13 +428,13 @@ def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
 
 def report(rows: list[dict], labels: dict[str, str], targets, steps: int, figure: str | None) -> None:
     """Print the tables of ``rows`` (per cell and target, the frontier at a glance, the summary at each target,
-    SeaCache as a user sets it)
-    and draw the figure to ``figure`` when given."""
+    SeaCache as a user sets it, the README's table per proxy) and draw the figure to ``figure`` when given."""
     print(table(rows, labels, targets, steps))
     print(frontier(rows, labels, targets, steps))
     for target in targets:
         print(summary(rows, labels, target, steps))
     print(shipped(rows, steps))
+    print(headline(rows, labels, targets, steps))
     if figure:
         from seacache_testing.peer_figure import draw
 

@@ -338,6 +338,52 @@ def frontier(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: i
     return "\n".join(lines)
 
 
+SHIPPED_METHOD = "seacache_speedup"  # what a user who asks SeaCache Apply for 2x, 3x or 4x gets
+
+
+def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
+    """The README's table: per proxy and target, over all its cells (shifts and modes) and pairs, the geometric-mean
+    error of SeaCache Apply asked for the target's speed (:data:`SHIPPED_METHOD`), of the best Spectrum (a method named
+    ``spectrum...``) and of the best other peer, each family's best being its lowest over the proxy among the methods
+    that reach the target in every cell (:func:`reached`); SeaCache's paired ratio to each over all the proxy's pairs
+    (95 % interval) and the cells where its geometric mean is the lower. "-" where no method of a family reaches."""
+    results = matched(rows, targets)
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    proxies = list(dict.fromkeys(c.split(", shift")[0] for c in cells))
+    lines = [f"| proxy | full calls of {steps} | SeaCache, speedup | best Spectrum | best other peer | "
+             "SeaCache / Spectrum [95% CI], cells lower | SeaCache / other peer [95% CI], cells lower |",
+             "| --- | ---: | ---: | --- | --- | ---: | ---: |"]
+    for proxy in proxies:
+        own = [c for c in cells if c.split(", shift")[0] == proxy]
+        for target in targets:
+            errors: dict[str, list[float]] = {}
+            per_cell: dict[str, list[float]] = {}
+            for method in dict.fromkeys(r["method"] for r in rows if r["cell"] in own and r["method"] != "uncached"):
+                found = [results.get((cell, method, target)) for cell in own]
+                if all(f is not None and reached(f) for f in found):
+                    errors[method] = [v["error"] for f in found for v in f["values"]]
+                    per_cell[method] = [geometric_mean([v["error"] for v in f["values"]]) for f in found]
+            ours = errors.get(SHIPPED_METHOD)
+            cols = [f"{geometric_mean(ours):.4f}" if ours else "-"]
+            ratios = []
+            for family in ([m for m in errors if m.startswith("spectrum")],
+                           [m for m in errors if not m.startswith(("seacache", "spectrum"))]):
+                if not family:
+                    cols.append("-")
+                    ratios.append("-")
+                    continue
+                best = min(family, key=lambda m: geometric_mean(errors[m]))
+                cols.append(f"{labels.get(best, best)}: {geometric_mean(errors[best]):.4f}")
+                if ours:
+                    g, lo, hi, _ = paired_ratio(ours, errors[best])
+                    lower = sum(a < b for a, b in zip(per_cell[SHIPPED_METHOD], per_cell[best]))
+                    ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}], {lower}/{len(own)}")
+                else:
+                    ratios.append("-")
+            lines.append(f"| {proxy} | {speed_label(target, steps)} | " + " | ".join(cols + ratios) + " |")
+    return "\n".join(lines)
+
+
 def shipped(rows: list[dict], steps: int = STEPS) -> str:
     """Per cell SeaCache Apply exactly as a user sets it: its default threshold, and each ``speedup`` asked for;
     mean full calls (range over pairs) and the error."""

@@ -145,6 +145,28 @@ def test_the_frontier_has_a_column_per_cell_and_target():
     assert lines[2:] == ["| seacache | 0.0141 | - |", "| fixed interval | - | 0.0200 |"]
 
 
+def test_the_headline_pools_a_proxys_cells_and_compares_speedup_with_each_familys_best():
+    rows = []
+    errors = {"seacache_speedup": (0.01, 0.04), "spectrum_a": (0.04, 0.08), "spectrum_b": (0.02, 0.32),
+              "fixed": (0.005, 0.16), "capped": (0.001, 0.001)}  # per cell (shift 3, shift 10), both pairs alike
+    for i, shift in enumerate((3, 10)):
+        cell = f"P, shift {shift}, T2V"
+        rows += [dict(cell=cell, method="uncached", setting=0, pairs=[0, 1], full=[35, 35], metrics=[{}, {}])]
+        for method, (a, b) in errors.items():
+            e = (a, b)[i]
+            rows += _rows(cell, method, [e, e], fulls=(20.0, 19.0) if method == "capped" else (16.0, 19.0))
+    labels = {"spectrum_a": "Spectrum A", "fixed": "fixed interval"}
+    lines = peers.headline(rows, labels, (17.5,)).splitlines()
+    assert len(lines) == 3
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    # geometric means over both cells: speedup 0.02; Spectrum A 0.0566 (B, 0.08, is lower at shift 3 only);
+    # fixed interval 0.0283 (the capped method, lowest, never reaches 17.5 calls)
+    assert cells[:5] == ["P", "17.5 (2x)", "0.0200", "Spectrum A: 0.0566", "fixed interval: 0.0283"]
+    # per-pair ratios 0.25, 0.25, 0.5, 0.5 -> 0.35, lower in both cells; 2, 2, 0.25, 0.25 -> 0.71, lower in one
+    assert cells[5].startswith("0.35 [") and cells[5].endswith("], 2/2")
+    assert cells[6].startswith("0.71 [") and cells[6].endswith("], 1/2")
+
+
 def test_calibrated_settings_aim_above_and_below_each_target():
     curve = [(0.01, 30.0), (0.1, 20.0), (1.0, 10.0), (10.0, 10.0)]
     settings = peers.bracketing_settings(curve, (15.0,), margin=0.1)
