@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import math
 
+EXACT = 1e-12  # an exact (zero) error counts as this much, so that its logarithm and ratios stay finite
+
+
+def log_error(value: float) -> float:
+    """The logarithm every statistic here takes of an error, an exact one counting as :data:`EXACT`."""
+    return math.log(max(value, EXACT))
+
 
 def interpolated(fa: float, ea: float, fb: float, eb: float, target: float) -> float:
     """One pair's error at ``target`` full calls from two runs (full calls, error): log error linear in full calls,
     the nearer run's error where the two do not bracket the target (never extrapolated)."""
-    la, lb = math.log(max(ea, 1e-12)), math.log(max(eb, 1e-12))
+    la, lb = log_error(ea), log_error(eb)
     w = 0.5 if fa == fb else min(max((target - fa) / (fb - fa), 0.0), 1.0)
     return math.exp(la + w * (lb - la))
 
@@ -50,15 +57,15 @@ def bracketed(rows: list[dict], targets: dict[str, float]) -> tuple[int, int]:
 
 def paired_ratio(a: list[float], b: list[float]) -> tuple[float, float, float, int]:
     """Geometric mean of a/b over pairs, its 95 % interval (1.96 standard errors of the mean log ratio), and
-    the number of pairs where a is lower."""
-    logs = [math.log(x / y) for x, y in zip(a, b)]
+    the number of pairs where a is lower (an exact error counts as :data:`EXACT`)."""
+    logs = [log_error(x) - log_error(y) for x, y in zip(a, b)]
     mean, half = mean_ci(logs)
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half), sum(v < 0 for v in logs)
 
 
 def geometric_mean(values: list[float]) -> float:
-    """Geometric mean; an exact (zero) error counts as 1e-12, as in :func:`interpolated`."""
-    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
+    """Geometric mean; an exact (zero) error counts as :data:`EXACT`."""
+    return math.exp(sum(map(log_error, values)) / len(values))
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:

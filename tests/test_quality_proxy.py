@@ -111,6 +111,8 @@ def test_even_steps_spread_the_full_calls():
 def test_paired_ratio_and_matched_interpolation():
     g, lo, hi, lower = paired_ratio([1.0, 2.0, 4.0], [2.0, 4.0, 8.0])
     assert (g, lo, hi, lower) == (pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.5), 3)
+    # an exact run (a smoke run's method that computed every step) counts as error 1e-12 instead of dividing by 0
+    assert paired_ratio([1e-6, 1e-6], [0.0, 0.0])[:3] == (pytest.approx(1e6),) * 3
     rows = [dict(section="x", gate="sea", order=1, setting=t, full=f, error=e)
             for t, f, e in ((0.1, [12, 20], [0.01, 0.01]), (0.2, [8, 10], [0.04, 0.04]))]
     errors = matched(rows, {"x": 10.0})  # target 10 full calls
