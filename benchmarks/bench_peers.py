@@ -14,7 +14,8 @@ call) uncached and with each cache (``seacache_testing/peer_comparison.py`` list
   number of computed steps swept; a benchmark wrapper, as ComfyUI has no node for it;
 - on Cosmos3, Spectrum at the generator-stack seam (``seacache_testing/spectrum_stack.py``), w 1 and 0.5;
 - the third-party caches installed in ComfyUI's custom_nodes that support the model
-  (``seacache_testing/peer_packs.py``; the Spectrum packs, ``seacache_testing/spectrum_packs.py``).
+  (``seacache_testing/peer_packs.py``; the Spectrum packs, ``seacache_testing/spectrum_packs.py``; Cache-DiT's Wan
+  node, ``seacache_testing/cachedit_packs.py``, planned from its schedule).
 
 Speed is matched by full stack calls (block executions per block of the stack, normalised to the uncached run's
 calls per step): each pair's error is interpolated (log error linear in full calls; PSNR and SSIM linear) between
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 import torch
 
 from seacache_testing import peer_packs
-from seacache_testing import proxy_wan, spectrum_packs
+from seacache_testing import cachedit_packs, proxy_wan, spectrum_packs
 from seacache_testing import quality_proxy as proxy
 from seacache_testing.pair_stats import geometric_mean
 from seacache_testing.peer_comparison import (
@@ -213,22 +214,30 @@ def first_frame(data: proxy.ProxyData, pair: int) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------- methods
+def third_party_peers(ns) -> list:
+    """Every installed third-party cache the peer benchmark knows (``peer_packs``, ``spectrum_packs``,
+    ``cachedit_packs``)."""
+    return [*spectrum_packs.installed_peers(ns), *cachedit_packs.installed(ns)]
+
+
 def peer_methods(ns, model) -> list[Method]:
-    """The third-party caches installed in this ComfyUI (``peer_packs``, ``spectrum_packs``) that support
-    ``model``, as methods."""
+    """The third-party caches installed in this ComfyUI that support ``model``, as methods (a Cache-DiT peer
+    planned from its schedule, the others calibrated)."""
     def applier(peer):
-        return lambda ns, model, value: spectrum_packs.apply(ns, peer, model, value)
+        module = cachedit_packs if isinstance(peer, cachedit_packs.IntervalPeer) else spectrum_packs
+        return lambda ns, model, value: module.apply(ns, peer, model, value)
 
     return [Method(peer.name.lower().replace(" ", "_"), f"{peer.name} ({peer.source})", peer.knob,
-                   tuple(v for v in peer.grid if v > 0), applier(peer))
-            for peer in spectrum_packs.installed_peers(ns) if peer_packs.supports(peer, model)]
+                   tuple(v for v in peer.grid if v > 0), applier(peer), planned=getattr(peer, "planned", None))
+            for peer in third_party_peers(ns) if peer_packs.supports(peer, model)]
 
 
 def peers_line(ns, cells) -> str:
     """Which third-party caches are installed and which ran on which proxy (the benchmark says so)."""
-    found = spectrum_packs.installed_peers(ns)
+    found = third_party_peers(ns)
     if not found:
-        looked_for = dict.fromkeys(peer.name for peer in (*peer_packs.PEER_CACHES, *spectrum_packs.SPECTRUM_PEERS))
+        known = (*peer_packs.PEER_CACHES, *spectrum_packs.SPECTRUM_PEERS, *cachedit_packs.CACHEDIT_PEERS)
+        looked_for = dict.fromkeys(peer.name for peer in known)
         return f"third-party caches installed in custom_nodes: none ({', '.join(looked_for)} looked for)"
     archs = {cell.arch.name: cell.model for cell in cells}
     ran = {peer.name: [name for name, model in archs.items() if peer_packs.supports(peer, model)] for peer in found}

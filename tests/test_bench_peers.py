@@ -1,6 +1,6 @@
 """The peer comparison's methods, calibration aims, matching, frame metrics and figure
-(``seacache_testing.peer_comparison``, ``spectrum_stack``, ``peer_figure``; no ComfyUI), and bench_peers' smoke runs
-through ComfyUI (``python -m benchmarks.bench_peers --quick``)."""
+(``seacache_testing.peer_comparison``, ``spectrum_stack``, ``peer_figure``, ``cachedit_packs``' schedule; no
+ComfyUI), and bench_peers' smoke runs through ComfyUI (``python -m benchmarks.bench_peers --quick``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from seacache_core.forecast import spectrum_schedule
 from seacache_testing import peer_comparison as peers
-from seacache_testing import peer_figure, proxy_natural, spectrum_stack
+from seacache_testing import cachedit_packs, peer_figure, proxy_natural, spectrum_stack
 from tests.test_benchmarks import bench
 
 
@@ -191,6 +191,18 @@ def test_spectrum_alphas_bracket_2x_3x_and_4x():
     assert spectrum_stack.computed_calls(35, 0.75) == 12  # the published setting: 12 of 35 (docs/spectrum.md)
     for method in peers.COSMOS3_METHODS:
         assert method.planned(35, peers.TARGETS) == alphas
+
+
+def test_cachedit_wan_intervals_bracket_2x_3x_and_4x_from_its_schedule():
+    """Cache-DiT's Wan node computes 4 warm-up calls, then every interval-th: at most 19 of 35 (interval 2, the
+    node's minimum), so 2x is bracketed by 19 and 14 calls; intervals 8 to 10 all compute 7."""
+    peer = cachedit_packs.CACHEDIT_PEERS[0]
+    assert [peer.computed_calls(35, i) for i in peer.grid] == [19, 14, 11, 10, 9, 8, 7, 7, 7]
+    assert peer.planned(35, peers.TARGETS) == (2, 3, 4, 6, 7)
+    assert peer.planned(10, (5.0, 2.5)) == (4, 6, 10)  # the smoke run: 5 of 10 bracketed, 2.5 out of reach (4)
+    assert peer.inputs(3.0) == {"enable": True, "print_summary": False, "warmup_steps": 4, "skip_interval": 3}
+    with pytest.raises(ValueError, match="whole number of calls, got 2.5"):
+        peer.inputs(2.5)
 
 
 def _ridge_forecast(steps, values, step):
