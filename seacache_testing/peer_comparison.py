@@ -139,13 +139,15 @@ def log_grid(low: float, high: float, count: int) -> tuple[float, ...]:
 
 # Each calibrated method's broad grid, wide enough to pass 4x where the method can; bench_peers' calibration picks, per
 # proxy/shift/mode, the settings of it that bracket the targets. Planned methods need none.
+# what a user who asks SeaCache Apply for 2x, 3x or 4x gets (the README's table compares it with the peers)
+SPEEDUP = Method("seacache_speedup", "SeaCache, speedup", "speedup", (2.0, 3.0, 4.0), seacache("speedup"),
+                 planned=asked_speeds)
 METHODS = (
     Method("seacache", "SeaCache (defaults)", "threshold", log_grid(0.03, 1.0, 12), seacache()),
     Method("seacache_sea", "SeaCache, gate sea", "threshold", log_grid(0.05, 2.0, 12), seacache(gate="sea")),
     Method("seacache_uncapped", "SeaCache, no reuse cap", "threshold", log_grid(0.03, 4.0, 14),
            seacache(max_consecutive=-1)),
-    Method("seacache_speedup", "SeaCache, speedup", "speedup", (2.0, 3.0, 4.0), seacache("speedup"),
-           planned=asked_speeds),
+    SPEEDUP,
     Method("easycache", "EasyCache (core)", "reuse_threshold", log_grid(0.01, 4.0, 14), core_cache("EasyCache", copy_input=True)),
     Method("lazycache", "LazyCache (core)", "reuse_threshold", log_grid(0.01, 4.0, 14), core_cache("LazyCache")),
     Method("fixed", "fixed interval", "computed steps", (8, 9, 11, 12, 17, 18), fixed_interval, planned=interval_counts),
@@ -162,7 +164,8 @@ COSMOS3_METHODS = tuple(
 
 def variant(spec: str) -> Method:
     """A SeaCache Apply variant from ``NAME:input=value,...`` (inputs as the node takes them; numbers parsed),
-    its threshold swept like the defaults': any setting of the node can join the comparison."""
+    its threshold swept like the defaults': any setting of the node can join the comparison. A bare ``speedup``
+    among the inputs makes it a variant of the speedup method instead, planned like it (:func:`asked_speeds`)."""
     name, _, assignments = spec.partition(":")
     fixed = {}
     for item in filter(None, assignments.split(",")):
@@ -171,7 +174,11 @@ def variant(spec: str) -> Method:
             fixed[key] = float(value) if "." in value else int(value)
         except ValueError:
             fixed[key] = value
-    return Method(name, f"SeaCache, {assignments.replace(',', ', ')}", "threshold", METHODS[0].settings, seacache(**fixed))
+    label = f"SeaCache, {assignments.replace(',', ', ')}"
+    if fixed.get("speedup") == "":
+        del fixed["speedup"]
+        return Method(name, label, "speedup", SPEEDUP.settings, seacache("speedup", **fixed), planned=asked_speeds)
+    return Method(name, label, "threshold", METHODS[0].settings, seacache(**fixed))
 
 
 def bracketing_settings(curve: list[tuple[float, float]], targets, margin: float = MARGIN) -> tuple[float, ...]:
@@ -338,12 +345,9 @@ def frontier(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: i
     return "\n".join(lines)
 
 
-SHIPPED_METHOD = "seacache_speedup"  # what a user who asks SeaCache Apply for 2x, 3x or 4x gets
-
-
 def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
     """The README's table: per proxy and target, over all its cells (shifts and modes) and pairs, the geometric-mean
-    error of SeaCache Apply asked for the target's speed (:data:`SHIPPED_METHOD`), of the best Spectrum (a method named
+    error of SeaCache Apply asked for the target's speed (:data:`SPEEDUP`), of the best Spectrum (a method named
     ``spectrum...``) and of the best other peer, each family's best being its lowest over the proxy among the methods
     that reach the target in every cell (:func:`reached`); SeaCache's paired ratio to each over all the proxy's pairs
     (95 % interval) and the cells where its geometric mean is the lower. "-" where no method of a family reaches."""
@@ -363,7 +367,7 @@ def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: i
                 if all(f is not None and reached(f) for f in found):
                     errors[method] = [v["error"] for f in found for v in f["values"]]
                     per_cell[method] = [geometric_mean([v["error"] for v in f["values"]]) for f in found]
-            ours = errors.get(SHIPPED_METHOD)
+            ours = errors.get(SPEEDUP.name)
             cols = [f"{geometric_mean(ours):.4f}" if ours else "-"]
             ratios = []
             for family in ([m for m in errors if m.startswith("spectrum")],
@@ -376,7 +380,7 @@ def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: i
                 cols.append(f"{labels.get(best, best)}: {geometric_mean(errors[best]):.4f}")
                 if ours:
                     g, lo, hi, _ = paired_ratio(ours, errors[best])
-                    lower = sum(a < b for a, b in zip(per_cell[SHIPPED_METHOD], per_cell[best]))
+                    lower = sum(a < b for a, b in zip(per_cell[SPEEDUP.name], per_cell[best]))
                     ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}], {lower}/{len(own)}")
                 else:
                     ratios.append("-")

@@ -90,7 +90,9 @@ def test_saved_rows_of_a_method_measured_again_replace_the_earlier_ones():
 def test_a_seacache_variant_is_parsed_from_the_command_line():
     method = peers.variant("early:start_percent=0.15,warmup_steps=4,gate=sea")
     assert method.name == "early" and method.label == "SeaCache, start_percent=0.15, warmup_steps=4, gate=sea"
-    assert method.settings == peers.METHODS[0].settings
+    assert method.settings == peers.METHODS[0].settings and method.planned is None
+    fast = peers.variant("sea_fast:gate=sea,speedup")  # a bare speedup: the speedup method's planned runs
+    assert (fast.knob, fast.planned, fast.label) == ("speedup", peers.asked_speeds, "SeaCache, gate=sea, speedup")
 
 
 def _rows(cell, method, errors, fulls=(16.0, 19.0)):
