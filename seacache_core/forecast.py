@@ -59,7 +59,8 @@ class ChebyshevHistory(ResidualHistory):
     (`buffers_allocated` host buffers with "cpu" storage). Both terms are linear in the records, so a prediction
     is one weighted sum: the weights come from the step indices on the host (`forecast_weights`), then the records
     move to `device` one at a time and accumulate into one float32 tensor, returned in `dtype`. `blend` 0 is exactly
-    `ResidualHistory(order).predict` (the Newton arithmetic on the records themselves).
+    `extrapolate_residual` through the last `order + 1` records (Spectrum's local predictor follows its line as far as
+    asked, without `ResidualHistory`'s order-1 reach limit).
     """
 
     def __init__(self, order: int, residual_storage: str = "compute", *, degree: int = SPECTRUM_DEGREE,

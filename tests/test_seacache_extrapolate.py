@@ -91,8 +91,8 @@ def test_history_cpu_storage_and_predict_dtype():
     history.append(0, torch.zeros(3, dtype=torch.bfloat16))
     history.append(1, torch.ones(3, dtype=torch.bfloat16))
     assert all(r.device.type == "cpu" and r.dtype == torch.bfloat16 for _, r in history.records)
-    got = history.predict(3, "cpu", torch.float64)
-    assert got.dtype == torch.float64 and torch.equal(got, torch.full((3,), 3.0, dtype=torch.float64))
+    got = history.predict(2, "cpu", torch.float64)
+    assert got.dtype == torch.float64 and torch.equal(got, torch.full((3,), 2.0, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("order", [0, 1, 2])
@@ -113,6 +113,19 @@ def test_cpu_storage_reuses_its_buffers_and_matches_compute_storage_bit_for_bit(
     assert offloaded.buffers_allocated == order + 1  # allocated once, then reused for the rest of the run
     offloaded.append(12, torch.zeros(3, 5, 7, dtype=torch.bfloat16))  # another shape: fresh buffers
     assert offloaded.buffers_allocated == order + 2 and len(offloaded) == 1
+
+
+def test_order_one_follows_its_line_one_spacing_past_the_last_record_and_holds_it():
+    history = ResidualHistory(1)
+    history.append(3, torch.full((2,), 1.0))
+    history.append(4, torch.full((2,), 2.0))  # records one step apart: the line reaches to step 5
+    assert [history.predict(at, "cpu", torch.float32)[0].item() for at in (5, 6, 8)] == [3.0, 3.0, 3.0]
+    history.append(8, torch.full((2,), 6.0))  # now four apart: followed up to step 12
+    assert [history.predict(at, "cpu", torch.float32)[0].item() for at in (9, 12, 13)] == [7.0, 10.0, 10.0]
+    parabola = ResidualHistory(2)  # order 2 extrapolates as far as asked
+    for step in (3, 4, 5):
+        parabola.append(step, torch.full((2,), float(step * step)))
+    assert parabola.predict(9, "cpu", torch.float32)[0].item() == 81.0
 
 
 def test_history_predict_never_returns_a_stored_tensor():
