@@ -435,20 +435,23 @@ def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
     return [Cell(arch, shift, mode) for arch in archs for shift in shifts for mode in modes]
 
 
-def report(rows: list[dict], labels: dict[str, str], targets, steps: int, figure: str | None) -> None:
+def report(rows: list[dict], labels: dict[str, str], targets, steps: int, figure: str | None,
+           pooled_figure: str | None = None) -> None:
     """Print the tables of ``rows`` (per cell and target, the frontier at a glance, the summary at each target,
-    SeaCache as a user sets it, the README's table per proxy) and draw the figure to ``figure`` when given."""
+    SeaCache as a user sets it, the README's table per proxy) and draw the figures to ``figure`` (a panel per cell)
+    and ``pooled_figure`` (a panel per proxy) when given."""
     print(table(rows, labels, targets, steps))
     print(frontier(rows, labels, targets, steps))
     for target in targets:
         print(summary(rows, labels, target, steps))
     print(shipped(rows, steps))
     print(headline(rows, labels, targets, steps))
-    if figure:
-        from seacache_testing.peer_figure import draw
+    from seacache_testing.peer_figure import draw
 
-        draw(rows, labels, targets, steps).save(figure)
-        print(f"figure: {figure}")
+    for path, pooled in ((figure, False), (pooled_figure, True)):
+        if path:
+            draw(rows, labels, targets, steps, pooled=pooled).save(path)
+            print(f"figure: {path}")
 
 
 def main(argv=None) -> None:
@@ -461,6 +464,8 @@ def main(argv=None) -> None:
     parser.add_argument("--save", default=None, help="write the rows as JSON")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
     parser.add_argument("--figure", default=None, metavar="PNG", help="also draw error against speed, one curve per method")
+    parser.add_argument("--pooled-figure", default=None, metavar="PNG",
+                        help="also draw the error at each target, a panel per proxy over its shifts and modes (the README's)")
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: all)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:input=value,...",
                         help="also a SeaCache Apply variant, e.g. start15:start_percent=0.15 (repeatable)")
@@ -485,7 +490,7 @@ def main(argv=None) -> None:
             labels.update(part.get("labels", {}))
         labels.update({m.name: m.label for m in (*METHODS, *WAN_METHODS, *COSMOS3_METHODS)})  # today's names win
         rows = replaced([part["rows"] for part in saved])
-        report(rows, labels, tuple(saved[0]["targets"]), saved[0]["steps"], args.figure)
+        report(rows, labels, tuple(saved[0]["targets"]), saved[0]["steps"], args.figure, args.pooled_figure)
         return
     torch.set_flush_denormal(True)
     ns = comfy()
@@ -521,7 +526,7 @@ def main(argv=None) -> None:
         print(f"{cell.name} done ({time.time() - start:.0f} s)", flush=True)
     print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} threads; {pairs} pairs, {steps} steps")
     labels = {m.name: m.label for cell in cells for m in methods(cell)}
-    report(rows, labels, targets, steps, args.figure)
+    report(rows, labels, targets, steps, args.figure, args.pooled_figure)
     if args.save:
         with open(args.save, "w") as f:
             json.dump({"rows": rows, "labels": labels, "targets": targets, "steps": steps}, f)

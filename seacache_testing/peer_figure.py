@@ -1,5 +1,6 @@
-"""The peer benchmark's figure: error against speed, one curve per method, one panel per cell (proxy, shift, mode),
-drawn with Pillow from saved rows (``python -m benchmarks.bench_peers --merge ... --figure F.png``).
+"""The peer benchmark's figures: error against speed, one curve per method, one panel per cell (proxy, shift, mode),
+drawn with Pillow from saved rows (``python -m benchmarks.bench_peers --merge ... --figure F.png``), or one panel per
+proxy at the targets (``--pooled-figure``, the README's).
 
 Each point is one run of a method at one setting: its speed in calls (the run's steps over the mean full stack calls
 of its pairs) and the geometric-mean error over its pairs, so a curve shows the speeds a method reaches and no
@@ -38,6 +39,25 @@ def curves(rows: list[dict], steps: int) -> dict[str, dict[str, list[tuple[float
     return {cell: {m: sorted(points) for m, points in methods.items()} for cell, methods in out.items()}
 
 
+def pooled_curves(rows: list[dict], targets, steps: int) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per proxy (its cells pooled: every shift and mode) and method the (target speed, geometric-mean error at the
+    target over all the proxy's pairs) of each target the method reaches in every cell (``peer_comparison.reached``):
+    the README's figure, the same numbers as ``peer_comparison.headline``."""
+    from seacache_testing.peer_comparison import matched, reached
+
+    results = matched(rows, targets)
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for method in dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"):
+        for proxy in dict.fromkeys(c.split(", shift")[0] for c in cells):
+            found = {t: [results.get((c, method, t)) for c in cells if c.split(", shift")[0] == proxy] for t in targets}
+            points = [(steps / t, geometric_mean([v["error"] for f in got for v in f["values"]]))
+                      for t, got in found.items() if all(f is not None and reached(f) for f in got)]
+            if points:
+                out.setdefault(f"{proxy}, all shifts and modes", {})[method] = sorted(points)
+    return out
+
+
 def _font(size: int):
     try:
         return ImageFont.load_default(size=size)
@@ -56,9 +76,12 @@ def _marker(draw: ImageDraw.ImageDraw, kind: str, x: float, y: float, colour: st
         draw.polygon(((x, y - r - 1), (x + r + 1, y), (x, y + r + 1), (x - r - 1, y)), fill=colour)
 
 
-def draw(rows: list[dict], labels: dict[str, str], targets, steps: int, columns: int = 2) -> Image.Image:
-    """The figure of ``rows`` (bench_peers' run rows; ``targets`` in full calls of ``steps``) as an RGB image."""
-    data = curves(rows, steps)
+def draw(rows: list[dict], labels: dict[str, str], targets, steps: int, columns: int = 2,
+         pooled: bool = False) -> Image.Image:
+    """The figure of ``rows`` (bench_peers' run rows; ``targets`` in full calls of ``steps``) as an RGB image: a
+    panel per cell with a point per run, or with ``pooled`` a panel per proxy with a point per target reached
+    (:func:`pooled_curves`)."""
+    data = pooled_curves(rows, targets, steps) if pooled else curves(rows, steps)
     methods = list(dict.fromkeys(m for cell in data.values() for m in cell))
     style = {m: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, m in enumerate(methods)}
     x_high = SPEED_RANGE[1]

@@ -167,6 +167,10 @@ def test_the_headline_pools_a_proxys_cells_and_compares_speedup_with_each_family
     # per-pair ratios 0.25, 0.25, 0.5, 0.5 -> 0.35, lower in both cells; 2, 2, 0.25, 0.25 -> 0.71, lower in one
     assert cells[5].startswith("0.35 [") and cells[5].endswith("], 2/2")
     assert cells[6].startswith("0.71 [") and cells[6].endswith("], 1/2")
+    # the README's figure draws the same pooled errors, one point per target reached
+    pooled = peer_figure.pooled_curves(rows, (17.5,), 35)["P, all shifts and modes"]
+    assert pooled["seacache_speedup"] == [(2.0, pytest.approx(0.02))] and "capped" not in pooled
+    assert peer_figure.draw(rows, labels, (17.5,), 35, pooled=True).size[0] == peer_figure.PANEL[0]  # one panel
 
 
 def test_calibrated_settings_aim_above_and_below_each_target():
