@@ -3,7 +3,8 @@ other's. Each run keeps its own state; a guidance function's model calls are mar
 uncached in whichever thread executes them and never mark another thread's calls. Threads are made to overlap
 inside the model (a barrier in the diffusion model or its stack's first block) at every model call. That lockstep is
 also what ComfyUI needs: a run's end clears the model's one ``current_patcher`` slot, which the other thread's next
-model call reads, so free-running threads fail without SeaCache too."""
+model call reads, so free-running threads fail without SeaCache too. Their noise is drawn one thread at a time
+(:func:`noise_one_thread_at_a_time`): ComfyUI's seeded noise comes from torch's one process-wide generator."""
 
 from __future__ import annotations
 
@@ -24,6 +25,26 @@ SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
 @pytest.fixture(scope="module")
 def wan(pack):
     return tiny_comfy_models.build("wan21_t2v")
+
+
+@pytest.fixture
+def noise_one_thread_at_a_time(comfy, monkeypatch):
+    """ComfyUI's seeded noise (``RandomNoise``: ``comfy.sample.prepare_noise``) seeds torch's process-wide generator
+    (``torch.manual_seed``) and then draws from it. Two threads drawing at once can interleave as seed, seed, draw,
+    draw: the second draw continues the first's stream, so that thread samples from other noise than its seed's and
+    its output differs from the single-threaded run whatever SeaCache does (at threshold 0 too). That race is
+    ComfyUI's, not SeaCache's nor the model's; holding each draw under one lock leaves the threads overlapping where
+    the tests look, inside the model."""
+    import importlib
+
+    noise = importlib.import_module("comfy.sample")
+    draw, lock = noise.prepare_noise, threading.Lock()
+
+    def drawn_alone(*args, **kwargs):
+        with lock:
+            return draw(*args, **kwargs)
+
+    monkeypatch.setattr(noise, "prepare_noise", drawn_alone)
 
 
 def guided(model):
@@ -89,6 +110,7 @@ def test_a_guidance_call_run_by_another_thread_stays_uncached(comfy, wan):
     assert report["calls"] == STEPS and report["guidance_calls"] == STEPS and report["reused"] > 0
 
 
+@pytest.mark.usefixtures("noise_one_thread_at_a_time")
 def test_two_threads_on_one_patched_model_decide_as_one_thread(comfy, pack, wan, monkeypatch):
     patched = guided(seacache(comfy, wan, threshold=1.0))
     alone = sample(comfy, patched, SPEC, steps=STEPS)
@@ -115,6 +137,7 @@ def community_run(ns, model):
     return ns.run_node("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, latent_image=latent).outputs[0]["samples"]
 
 
+@pytest.mark.usefixtures("noise_one_thread_at_a_time")
 @pytest.mark.parametrize("threshold", [0.0, 0.25])
 def test_two_threads_on_one_community_model_decide_as_one_thread(comfy, pack, monkeypatch, threshold):
     """The barrier is on the diffusion model, not a layer: the community model calls its layers' methods directly
