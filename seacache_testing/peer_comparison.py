@@ -345,43 +345,58 @@ def frontier(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: i
     return "\n".join(lines)
 
 
-def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
-    """The README's table: per proxy and target, over all its cells (shifts and modes) and pairs, the geometric-mean
-    error of SeaCache Apply asked for the target's speed (:data:`SPEEDUP`), of the best Spectrum (a method named
-    ``spectrum...``) and of the best other peer, each family's best being its lowest over the proxy among the methods
-    that reach the target in every cell (:func:`reached`); SeaCache's paired ratio to each over all the proxy's pairs
-    (95 % interval) and the cells where its geometric mean is the lower. "-" where no method of a family reaches."""
+def proxy_of(cell: str) -> str:
+    """The proxy a cell name belongs to: "Wan 2.1 natural, shift 3, T2V" -> "Wan 2.1 natural"."""
+    return cell.split(", shift")[0]
+
+
+def pooled(rows: list[dict], targets=TARGETS) -> dict[tuple, tuple[list[float], list[float]]]:
+    """Per (proxy, method, target), for the methods that reach the target in every cell of the proxy
+    (:func:`reached`): every pair's error at the target over the proxy's cells, and each cell's geometric mean."""
     results = matched(rows, targets)
     cells = list(dict.fromkeys(r["cell"] for r in rows))
-    proxies = list(dict.fromkeys(c.split(", shift")[0] for c in cells))
+    out = {}
+    for proxy in dict.fromkeys(map(proxy_of, cells)):
+        own = [c for c in cells if proxy_of(c) == proxy]
+        for method in dict.fromkeys(r["method"] for r in rows if r["cell"] in own and r["method"] != "uncached"):
+            for target in targets:
+                found = [results.get((cell, method, target)) for cell in own]
+                if all(f is not None and reached(f) for f in found):
+                    out[(proxy, method, target)] = ([v["error"] for f in found for v in f["values"]],
+                                                    [geometric_mean([v["error"] for v in f["values"]]) for f in found])
+    return out
+
+
+def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
+    """The README's table: per proxy and target, over all its cells (shifts and modes) and pairs (:func:`pooled`), the
+    geometric-mean error of SeaCache Apply asked for the target's speed (:data:`SPEEDUP`), of the best Spectrum (a
+    method named ``spectrum...``) and of the best other peer, each family's best being its lowest over the proxy;
+    SeaCache's paired ratio to each over all the proxy's pairs (95 % interval) and the cells where its geometric mean
+    is the lower. "-" where no method of a family reaches the target in every cell."""
+    errors = pooled(rows, targets)
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
     lines = [f"| proxy | full calls of {steps} | SeaCache, speedup | best Spectrum | best other peer | "
              "SeaCache / Spectrum [95% CI], cells lower | SeaCache / other peer [95% CI], cells lower |",
              "| --- | ---: | ---: | --- | --- | ---: | ---: |"]
-    for proxy in proxies:
-        own = [c for c in cells if c.split(", shift")[0] == proxy]
+    for proxy in dict.fromkeys(map(proxy_of, cells)):
         for target in targets:
-            errors: dict[str, list[float]] = {}
-            per_cell: dict[str, list[float]] = {}
-            for method in dict.fromkeys(r["method"] for r in rows if r["cell"] in own and r["method"] != "uncached"):
-                found = [results.get((cell, method, target)) for cell in own]
-                if all(f is not None and reached(f) for f in found):
-                    errors[method] = [v["error"] for f in found for v in f["values"]]
-                    per_cell[method] = [geometric_mean([v["error"] for v in f["values"]]) for f in found]
-            ours = errors.get(SPEEDUP.name)
-            cols = [f"{geometric_mean(ours):.4f}" if ours else "-"]
+            reaching = [m for (p, m, t) in errors if p == proxy and t == target]
+            ours = errors.get((proxy, SPEEDUP.name, target))
+            cols = [f"{geometric_mean(ours[0]):.4f}" if ours else "-"]
             ratios = []
-            for family in ([m for m in errors if m.startswith("spectrum")],
-                           [m for m in errors if not m.startswith(("seacache", "spectrum"))]):
+            for family in ([m for m in reaching if m.startswith("spectrum")],
+                           [m for m in reaching if not m.startswith(("seacache", "spectrum"))]):
                 if not family:
                     cols.append("-")
                     ratios.append("-")
                     continue
-                best = min(family, key=lambda m: geometric_mean(errors[m]))
-                cols.append(f"{labels.get(best, best)}: {geometric_mean(errors[best]):.4f}")
+                best = min(family, key=lambda m: geometric_mean(errors[(proxy, m, target)][0]))
+                theirs = errors[(proxy, best, target)]
+                cols.append(f"{labels.get(best, best)}: {geometric_mean(theirs[0]):.4f}")
                 if ours:
-                    g, lo, hi, _ = paired_ratio(ours, errors[best])
-                    lower = sum(a < b for a, b in zip(per_cell[SPEEDUP.name], per_cell[best]))
-                    ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}], {lower}/{len(own)}")
+                    g, lo, hi, _ = paired_ratio(ours[0], theirs[0])
+                    lower = sum(a < b for a, b in zip(ours[1], theirs[1]))
+                    ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}], {lower}/{len(ours[1])}")
                 else:
                     ratios.append("-")
             lines.append(f"| {proxy} | {speed_label(target, steps)} | " + " | ".join(cols + ratios) + " |")

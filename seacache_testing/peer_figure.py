@@ -41,21 +41,15 @@ def curves(rows: list[dict], steps: int) -> dict[str, dict[str, list[tuple[float
 
 def pooled_curves(rows: list[dict], targets, steps: int) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """Per proxy (its cells pooled: every shift and mode) and method the (target speed, geometric-mean error at the
-    target over all the proxy's pairs) of each target the method reaches in every cell (``peer_comparison.reached``):
+    target over all the proxy's pairs) of each target the method reaches in every cell (``peer_comparison.pooled``):
     the README's figure, the same numbers as ``peer_comparison.headline``."""
-    from seacache_testing.peer_comparison import matched, reached
+    from seacache_testing.peer_comparison import pooled
 
-    results = matched(rows, targets)
-    cells = list(dict.fromkeys(r["cell"] for r in rows))
     out: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    for method in dict.fromkeys(r["method"] for r in rows if r["method"] != "uncached"):
-        for proxy in dict.fromkeys(c.split(", shift")[0] for c in cells):
-            found = {t: [results.get((c, method, t)) for c in cells if c.split(", shift")[0] == proxy] for t in targets}
-            points = [(steps / t, geometric_mean([v["error"] for f in got for v in f["values"]]))
-                      for t, got in found.items() if all(f is not None and reached(f) for f in got)]
-            if points:
-                out.setdefault(f"{proxy}, all shifts and modes", {})[method] = sorted(points)
-    return out
+    for (proxy, method, target), (errors, _) in pooled(rows, targets).items():
+        out.setdefault(f"{proxy}, all shifts and modes", {}).setdefault(method, []).append(
+            (steps / target, geometric_mean(errors)))
+    return {panel: {m: sorted(points) for m, points in methods.items()} for panel, methods in out.items()}
 
 
 def _font(size: int):
