@@ -23,11 +23,11 @@ def installed_or_skip(peers, peer, installed=peer_packs.installed):
                     f"put the pack in ${peer_packs.PEER_CACHES_ENV} or ComfyUI's custom_nodes")
 
 
-def full_calls(comfy, model, patched) -> tuple[float, torch.Tensor]:
+def full_calls(comfy, model, patched, spec=SPEC, steps=STEPS) -> tuple[float, torch.Tensor]:
     """Full stack runs of one sampling of ``patched`` (block calls / blocks) and its result."""
     diffusion_model = model.model.diffusion_model
     with counting_blocks(diffusion_model) as blocks:
-        out = sample(comfy, patched, SPEC, steps=STEPS)
+        out = sample(comfy, patched, spec, steps=steps)
     return blocks["calls"] / len(stack_blocks(diffusion_model)), out
 
 

@@ -14,25 +14,11 @@ import torch
 
 from seacache_testing import peer_packs, spectrum_packs, spectrum_stack
 from seacache_testing import tiny_comfy_models
-from seacache_testing.anymodel_runs import counting_blocks, sample, stack_blocks
+from seacache_testing.anymodel_runs import sample
+from tests.test_comfy_peer_packs import full_calls, installed_or_skip
 
 STEPS = 35
 SPEC = tiny_comfy_models.SPECS["wan21_t2v"]
-
-
-def installed_or_skip(peers, peer):
-    comfy, loaded = peers
-    if peer not in spectrum_packs.installed(comfy):
-        pytest.skip(f"node {peer.node_id!r} of {peer.source} is not registered (pack folders loaded: {loaded}); "
-                    f"put the pack in ${peer_packs.PEER_CACHES_ENV} or ComfyUI's custom_nodes")
-
-
-def full_calls(comfy, model, patched, spec=SPEC, steps=STEPS) -> tuple[float, torch.Tensor]:
-    """Full stack runs of one sampling of ``patched`` (block calls / blocks) and its result."""
-    diffusion_model = model.model.diffusion_model
-    with counting_blocks(diffusion_model) as blocks:
-        out = sample(comfy, patched, spec, steps=steps)
-    return blocks["calls"] / len(stack_blocks(diffusion_model)), out
 
 
 PEERS = spectrum_packs.SPECTRUM_PEERS
@@ -40,7 +26,7 @@ PEERS = spectrum_packs.SPECTRUM_PEERS
 
 @pytest.mark.parametrize("peer", PEERS, ids=[peer.name for peer in PEERS])
 def test_spectrum_skips_along_its_grid_and_leaves_the_input_model(peers, peer_wan, peer):
-    installed_or_skip(peers, peer)
+    installed_or_skip(peers, peer, spectrum_packs.installed)
     comfy, _ = peers
     model, plain = peer_wan
     assert peer_packs.supports(peer, model)
@@ -67,7 +53,7 @@ def test_spectrum_wan_node_alone_runs_every_clone_of_the_model(peers, peer_wan):
     """Why spectrum_packs.apply clears the node's runtime from the shared BaseModel: without that, the input
     MODEL samples with Spectrum after the node ran."""
     peer = next(p for p in PEERS if p.node_id == "SpectrumApplyWAN")
-    installed_or_skip(peers, peer)
+    installed_or_skip(peers, peer, spectrum_packs.installed)
     comfy, _ = peers
     model, plain = peer_wan
     patched = comfy.run_node(peer.node_id, model=model, **peer.inputs(0.75)).outputs[0]
@@ -91,7 +77,7 @@ def sets_img_slice(model) -> bool:
 @pytest.mark.parametrize("name", ["flux", "qwen_image", "hunyuan_video"])
 def test_judian17_spectrum_skips_on_other_core_models(peers, name):
     peer = next(p for p in PEERS if p.node_id == "Spectrum")
-    installed_or_skip(peers, peer)
+    installed_or_skip(peers, peer, spectrum_packs.installed)
     comfy, _ = peers
     spec = tiny_comfy_models.SPECS[name]
     model = tiny_comfy_models.build(name)

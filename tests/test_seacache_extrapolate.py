@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from seacache_core import ResidualHistory, extrapolate_residual
+from tests.test_cuda import sync_debug
 
 
 def _poly(coeffs, s):
@@ -143,14 +144,10 @@ def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
     residuals = [torch.randn(2, 4096, 512, device="cuda", dtype=torch.bfloat16) for _ in range(6)]
     history.append(0, residuals[0])
     history.append(1, residuals[1])
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")  # any host wait raises
-    try:
+    with sync_debug("error"):  # any host wait raises
         for step in range(2, 6):
             predicted = history.predict(step, torch.device("cuda"), torch.bfloat16)
             history.append(step, residuals[step])
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
     assert all(r.is_pinned() for _, r in history.records) and history.buffers_allocated == 2
     expected = ResidualHistory(1)
     for step in range(5):

@@ -7,6 +7,7 @@ from seacache_core.extrapolate import ResidualHistory, extrapolate_residual
 from seacache_core.forecast import (
     DEFAULT_CAPACITY, ChebyshevHistory, chebyshev_weights, forecast_weights, newton_weights, spectrum_schedule,
 )
+from tests.test_cuda import sync_debug
 
 COMPUTED = [0, 1, 2, 3, 4, 6, 8, 11, 15, 20, 25, 31]  # Spectrum's computed calls of a 35-step run (N 2, alpha 0.75)
 
@@ -286,14 +287,10 @@ def test_cpu_offload_from_cuda_waits_on_the_device_only_and_matches_compute_stor
     for step in range(5):
         history.append(step, residuals[step])
         kept.append(step, residuals[step])
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")  # any host wait raises
-    try:
+    with sync_debug("error"):  # any host wait raises
         for step in range(5, 10):
             predicted = history.predict(step, torch.device("cuda"), torch.bfloat16)
             history.append(step, residuals[step])
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
     assert all(r.is_pinned() for _, r in history.records) and history.buffers_allocated == 6
     for step in range(5, 9):
         kept.append(step, residuals[step])
