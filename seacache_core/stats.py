@@ -10,7 +10,8 @@ COMPUTED = "computed"
 REUSED = "reused"
 FORCED = "forced"
 _LETTERS = {FORCED: "F", COMPUTED: "C", REUSED: "R"}
-_SCHEDULE_ENDS = ("warmup", "end", "no_history")  # reasons the schedule alone gives a fresh run's first and last steps
+_SCHEDULE_ENDS = ("warmup", "end", "no_history")  # what the schedule alone forces: its first steps (a branch's first
+# step has no history where warmup_steps is 0) and its last
 _WHY_COMPUTED = {"threshold": "reached the threshold (a higher threshold reuses more)",
                  "window": "lay outside the reuse window (start_percent / end_percent)"}
 
@@ -104,9 +105,7 @@ class RunStats:
             if r.step is not None and r.reason not in _SCHEDULE_ENDS:
                 free.setdefault(r.step, r.reason)
         if not free:
-            history = " (and the second computed step an extrapolation needs)" if any(
-                r.reason == "no_history" for r in self.records) else ""
-            return f"{len(steps)} steps leave no step between the warm-up{history} and the final steps"
+            return f"{len(steps)} steps leave no step between the warm-up and the final steps"
         counts = Counter(free.values())
         if len(counts) == 1:
             steps_free = {1: "the step", 2: "both steps"}.get(len(free), f"all {len(free)} steps")

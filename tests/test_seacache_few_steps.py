@@ -29,6 +29,9 @@ def test_a_schedule_without_a_free_step_says_so():
     assert reasons_line(run) == "reused nothing: 2 steps leave no step between the warm-up and the final steps"
     wider = run_over(SeaCacheConfig(warmup_steps=2, end_steps=2), [1.0, 0.9375, 0.8333, 0.625, 0.0], change=0.0)
     assert reasons_line(wider) == "reused nothing: 4 steps leave no step between the warm-up and the final steps"
+    no_warmup = run_over(SeaCacheConfig(warmup_steps=0), [1.0, 0.5, 0.0], change=0.0)  # step 0: nothing to reuse yet
+    assert [r.reason for r in no_warmup.stats.records] == ["no_history", "end"]
+    assert reasons_line(no_warmup) == "reused nothing: 2 steps leave no step between the warm-up and the final steps"
 
 
 def test_free_steps_that_reached_the_threshold_are_counted():
