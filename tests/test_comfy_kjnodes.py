@@ -90,6 +90,8 @@ ALL_CASES = cases.ATTENTION_CASES + cases.MODEL_CASES
 @pytest.mark.parametrize("placement", cases.PLACEMENTS)
 @pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.name)
 def test_patch_composes_before_and_after_seacache_apply(comfy, kj, models, case, placement):
+    """Threshold 0 bit-identical to the patch alone; SeaCache Apply's defaults reuse, every call through the seam,
+    with an error within 1.5x of SeaCache alone's on the same model."""
     registered_or_skip(comfy, case.node, case.model)
     model, sampling, alone = models.get(case.model)
     with kjnodes_pack.counting(kj, case.kernel, kjnodes_pack.KernelCalls()):
@@ -193,15 +195,15 @@ def test_memory_factor_override_and_the_residual_history_are_both_estimated(comf
     adds its history to it, in either order: what ComfyUI frees grows by exactly SeaCache's history."""
     model, sampling, _ = models.get(cases.WAN)
     case = next(c for c in cases.MODEL_CASES if c.node == "ModelMemoryUsageFactorOverride" and c.model == cases.WAN)
+    factor_before, start = model.model.memory_usage_factor, len(asked)  # the model's build sampled already
     sampling.run(model)
     sampling.run(cases.seacache_apply(comfy, model))
     sampling.run(cases.patch(comfy, case, model, sampling))
     sampling.run(cases.graph(comfy, case, model, sampling, placement))
-    plain, seacache, factor, both = asked
+    plain, seacache, factor, both = asked[start:]
     assert factor > plain and seacache > plain
     assert both - factor == pytest.approx(seacache - plain)
-    assert "memory_required" not in vars(model.model) and model.model.memory_usage_factor == pytest.approx(
-        tiny_comfy_models.build(cases.WAN).model.memory_usage_factor)
+    assert "memory_required" not in vars(model.model) and model.model.memory_usage_factor == factor_before
 
 
 def test_deprecated_teacache_node_returns_its_input_model(comfy, kj, models):
