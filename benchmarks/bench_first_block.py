@@ -55,7 +55,7 @@ def steady_gate_ms(config: SeaCacheConfig, gate_input, repeats: int, device: tor
     run = SeaCacheRun(config, SCHEDULE)
     residual = torch.zeros(1, 1, device=device)
     for step in (0, 1):
-        run.decide(gate_input(step), SIGMAS[step], ["cond"]).commit(residual)
+        run.commit(run.decide(gate_input(step), SIGMAS[step], ["cond"]), residual)
     return median_ms(lambda: run.decide(gate_input(2), SIGMAS[2], ["cond"]), repeats, device)
 
 

@@ -54,7 +54,7 @@ def gate_cost(shape, dtype, device, repeats) -> tuple[float, float]:
     run = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), SIGMAS)
     residual = torch.zeros(1, 1, device=device)
     for step in range(2):
-        run.decide(base + step * 0.01 * drift, SIGMAS[step], ["cond"]).commit(residual)
+        run.commit(run.decide(base + step * 0.01 * drift, SIGMAS[step], ["cond"]), residual)
     latent = base + 0.02 * drift
     decide_ms = median_ms(lambda: run.decide(latent, SIGMAS[2], ["cond"]), repeats, device)
     gain_ms = median_ms(lambda: GainCache().rfft_gain(shape[-3:], 0.8, 3.0, device), repeats, device)
@@ -78,8 +78,8 @@ def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheRun]:
         latent = base * (1 - sigma) + drift * sigma
         for keys, batch in calls:
             call = run.decide(latent.expand(batch, *shape[1:]), sigma, keys)
-            if call.predict(torch.zeros(batch, 1)) is None:
-                call.commit(torch.zeros(batch, 1))
+            if run.predict(call, torch.zeros(batch, 1)) is None:
+                run.commit(call, torch.zeros(batch, 1))
     return run.gains.builds, run
 
 

@@ -6,7 +6,7 @@ docs/algorithm.md describes what this package implements, section by section.
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory, extrapolate_residual
 from .replay import replay
-from .run import Call, SeaCacheRun
+from .run import Call, SeaCacheRun, Verdict
 from .sea_filter import GainCache, item_distances, sea_filter_float32
 from .stats import RunStats, StepRecord
 
@@ -18,6 +18,7 @@ __all__ = [
     "SeaCacheConfig",
     "SeaCacheRun",
     "StepRecord",
+    "Verdict",
     "extrapolate_residual",
     "item_distances",
     "replay",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import SeaCacheConfig
-from .sea_filter import GainCache, sea_filter_float32
+from .sea_filter import GainCache, index_of, sea_filter_float32
 
 PUBLISHED_THRESHOLD = 0.35
 """diffusers' ``first_block`` default threshold (``SeaCacheConfig.threshold`` in ``hooks/sea_cache.py`` at
@@ -71,13 +71,6 @@ class VisionTokens:
         return self.grid[0] if self.noisy_frames is None else len(self.noisy_frames)
 
 
-def _frames(frames: tuple[int, ...]) -> slice | list[int]:
-    """An index for ``frames``: a slice when they are consecutive (a view, no copy), else the list."""
-    if frames == tuple(range(frames[0], frames[-1] + 1)):
-        return slice(frames[0], frames[-1] + 1)
-    return list(frames)
-
-
 def first_block_view(modulated: torch.Tensor, tokens: VisionTokens) -> torch.Tensor:
     """The vision tokens of ``modulated`` ``[B, N, D]`` as a video ``[B, D, T', H, W]`` of the frames read, in the
     input's dtype and device (a view unless ``noisy_frames`` skips frames in between). ValueError when the tokens
@@ -92,7 +85,7 @@ def first_block_view(modulated: torch.Tensor, tokens: VisionTokens) -> torch.Ten
         )
     video = modulated[:, tokens.start : end].unflatten(1, tokens.grid)
     if tokens.noisy_frames is not None and tokens.frames_read != tokens.grid[0]:
-        video = video[:, _frames(tokens.noisy_frames)]
+        video = video[:, index_of(tokens.noisy_frames)]
     return video.permute(0, 4, 1, 2, 3)
 
 

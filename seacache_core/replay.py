@@ -39,8 +39,8 @@ def replay(
         if latent.shape[0] == 1 and len(keys) > 1:
             latent = latent.expand(len(keys), *latent.shape[1:])
         placeholder = torch.zeros(len(keys), 1, device=latent.device)
-        call = run.decide(latent, schedule[run.stats.calls], keys)
-        if call.predict(placeholder) is None:
-            call.commit(placeholder)
+        verdict = run.decide(latent, schedule[run.stats.calls], keys)
+        if run.predict(verdict, placeholder) is None:
+            run.commit(verdict, placeholder)
     run.release()
     return run.stats

@@ -96,6 +96,14 @@ class GainCache:
         self._priors.clear()
 
 
+def index_of(positions: tuple[int, ...]) -> slice | list[int]:
+    """An index for ``positions`` along one dimension: a slice when they are consecutive (a view, and no index tensor
+    copied to the device, which from pageable host memory waits for the GPU), else the list."""
+    if positions == tuple(range(positions[0], positions[-1] + 1)):
+        return slice(positions[0], positions[-1] + 1)
+    return list(positions)
+
+
 def _to_device(tensor: torch.Tensor, device) -> torch.Tensor:
     """``tensor`` on ``device`` (to a GPU from pinned memory without a host wait: a copy from pageable memory would
     wait for the GPU's queue)."""

@@ -99,8 +99,8 @@ def _session_run(gate_kind: str, device_sigma: bool):
         filter_sigma = sigma / (1.0 + sigma)  # an epsilon-prediction mapping, on the device or the host
         with reads:
             decision = session.decide(latent, sigma, ["c", "u"], filter_sigma)
-        if decision.predict(torch.zeros(2, 5)) is None:
-            decision.commit(torch.randn(2, 5))
+        if session.predict(decision, torch.zeros(2, 5)) is None:
+            session.commit(decision, torch.randn(2, 5))
         indicators.append([session.states[k].indicator.clone() for k in ("c", "u")])
     return session, indicators, Counter(site.rsplit(":", 1)[0] for _, site in reads.reads), len(calls)
 

@@ -18,8 +18,8 @@ def _manual(config, sigmas, latents, keys):
     for step, latent in enumerate(latents):
         residual = torch.randn(len(keys), 2, 7)
         decision = gate.decide(latent, schedule[step], list(keys))
-        if decision.predict(residual) is None:
-            decision.commit(residual)
+        if gate.predict(decision, residual) is None:
+            gate.commit(decision, residual)
     return gate.stats
 
 

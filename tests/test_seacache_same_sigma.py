@@ -31,8 +31,8 @@ def _run(config, latents, keys=("c",), sigmas=None, filter_sigma=None):
     for latent, sigma in zip(latents, sigmas):
         residual = torch.randn(len(keys), 5)
         decision = gate.decide(latent, sigma, list(keys), filter_sigma)
-        if decision.predict(residual) is None:
-            decision.commit(residual)
+        if gate.predict(decision, residual) is None:
+            gate.commit(decision, residual)
     return gate
 
 

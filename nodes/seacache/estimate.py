@@ -24,8 +24,8 @@ def kept_bytes(run, base_model, input_shape) -> int:
     numel = run.seam.residual_numel(base_model.diffusion_model, tuple(input_shape))
     branches = input_shape[0] * (2 if run.guided else 1)
     size = comfy.model_management.dtype_size(dtype)
-    kept = branches * run.config.history_bytes(numel, size)
-    if run.indicator.reads_first_block:
+    kept = branches * run.gate.config.history_bytes(numel, size)
+    if run.gate.indicator.reads_first_block:
         kept += input_shape[0] * numel * size
     return kept
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import threading
 from contextlib import nullcontext
 
 import torch
@@ -107,25 +108,31 @@ def gate_input(base_model, x: torch.Tensor, t: torch.Tensor):
     return streams[0], streams[1], sigma, filter_sigma
 
 
-class SamplingRun(SeaCacheRun):
-    """One ComfyUI sampling run: the core run plus the seam chosen at run start, the replacement patches of the
-    sampler's own calls, and stable branch names. ComfyUI gives each conditioning entry a fresh uuid per run; branches
-    are named "cond0", "uncond0", "uncond1"... by the entry's kind (0: the positive, any other list: uncond) in order
-    of appearance, then the item ("cond0/0") and, under static context windows, the window ("cond0/0@w1"), so identical
-    runs report identically. Safe under concurrent calls (ComfyUI's multi-GPU CFG split): shared counts hold the
-    run's lock."""
+class SamplingRun:
+    """One ComfyUI sampling run: the core run (``gate``, a ``seacache_core.SeaCacheRun``), the seam chosen at run
+    start, the replacement patches of the sampler's own calls, stable branch names, and what the host counts around
+    the gate: ``uncached_calls`` (calls that never passed the seam), guidance passes, and ``stopped`` (why SeaCache
+    stopped caching mid-run). ComfyUI gives each conditioning entry a fresh uuid per run; branches are named
+    "cond0", "uncond0", "uncond1"... by the entry's kind (0: the positive, any other list: uncond) in order of
+    appearance, then the item ("cond0/0") and, under static context windows, the window ("cond0/0@w1"), so
+    identical runs report identically. Safe under concurrent calls (ComfyUI's multi-GPU CFG split): names and
+    counts hold the run's lock."""
 
     def __init__(self, settings: SeaCacheSettings, seam: Seam, sigmas: torch.Tensor, model_sampling,
                  latent_channels: int):
-        super().__init__(settings.config, sigmas, settings.reuse_steps(model_sampling, sigmas),
-                         schedule_in_flow(model_sampling, sigmas))
+        self.gate = SeaCacheRun(settings.config, sigmas, settings.reuse_steps(model_sampling, sigmas),
+                                schedule_in_flow(model_sampling, sigmas))
         self.settings, self.seam = settings, seam
         self.latent_channels = latent_channels  # of the sampler's (video) latent: concat conditioning comes after
+        self.lock = threading.Lock()
         self.patches_signature: dict = {}  # the replacement patches of the sampler's own calls (set at run start)
         self.guided = False  # the run has guidance functions (set at run start): the estimate counts followers
         self.names: dict = {}
         self.windows: dict = {}
         self.guidance_names: dict[str, str] = {}  # the patch set of each kind of follower -> its name "g0"...
+        self.uncached_calls = 0
+        self.guidance_calls = self.guidance_followed = self.guidance_reused = 0
+        self.stopped: str | None = None
 
     def is_guidance_call(self, transformer_options: dict) -> bool:
         """Whether a model call belongs to guidance rather than to the sampler's step: made inside a guidance
@@ -176,10 +183,10 @@ class SamplingRun(SeaCacheRun):
                 if keys is None:
                     with self.lock:
                         keys = self.branch_keys(transformer_options, x.shape[0])
-                if self.indicator.reads_first_block:  # decided where the seam enters the stack, on its first block
-                    call = self.pending(sigma, keys, filter_sigma)
+                if self.gate.indicator.reads_first_block:  # decided where the seam enters the stack
+                    call = self.gate.pending(sigma, keys, filter_sigma)
                 else:
-                    call = self.decide(latent, sigma, keys, filter_sigma, sound)
+                    call = Call(self.gate, self.gate.decide(latent, sigma, keys, filter_sigma, sound))
             except Exception as exc:  # noqa: BLE001 - SeaCache's decision failed: this call and the rest run whole
                 self.stop_caching(exc)
         if call is None:
@@ -201,7 +208,7 @@ class SamplingRun(SeaCacheRun):
             with self.lock:
                 name = self.guidance_names.setdefault(repr(signature), f"g{len(self.guidance_names)}")
                 leaders = self.branch_keys(transformer_options, x.shape[0])
-            return self.follow([f"{key}+{name}" for key in leaders], leaders, float(t.flatten()[0]))
+            return Call(self.gate, self.gate.follow([f"{key}+{name}" for key in leaders], leaders, float(t.flatten()[0])))
         except Exception as exc:  # noqa: BLE001 - SeaCache's decision failed: this call and the rest run whole
             self.stop_caching(exc)
             return None
@@ -210,26 +217,31 @@ class SamplingRun(SeaCacheRun):
         """After a model call: stop caching when SeaCache's code raised inside the model; count a guidance call
         (plain without ``call``; followed when it passed the seam and had a leader) or a main call that missed the
         seam; tell the canvas how many calls were reused so far."""
+        verdict = None if call is None else call.verdict
         if call is not None and call.failure is not None:
-            self.stop_caching(call.failure, call.step)
+            self.stop_caching(call.failure, None if verdict is None else verdict.step)
+        committed = verdict is not None and verdict.committed
         with self.lock:
             if guidance:
                 self.guidance_calls += 1
-                if call is not None and call.done and not all(plan.frozen for plan in call.branches):
+                if committed and not all(plan.frozen for plan in verdict.branches):
                     self.guidance_followed += 1
-                    self.guidance_reused += bool(call.reusing)
+                    self.guidance_reused += bool(call.stack_skipped)
                 return
-            self.uncached_calls += not call.done  # it never passed the stack: it ran whole, its output is exact
+            self.uncached_calls += not committed  # it never passed the stack: it ran whole, its output is exact
         # the browser tab that queued the prompt, when ComfyUI's server runs
         server = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
-        if server is not None and self.settings.node_id is not None and self.stats.calls:
-            server.send_sync(PROGRESS_EVENT, {"node": self.settings.node_id, "reused": self.stats.reused,
-                                              "calls": self.stats.calls, "step": self.stats.records[-1].step,
-                                              "steps": self.steps}, getattr(server, "client_id", None))
+        stats = self.gate.stats
+        if server is not None and self.settings.node_id is not None and stats.calls:
+            server.send_sync(PROGRESS_EVENT, {"node": self.settings.node_id, "reused": stats.reused,
+                                              "calls": stats.calls, "step": stats.records[-1].step,
+                                              "steps": self.gate.steps}, getattr(server, "client_id", None))
 
     def report(self, status: str) -> dict:
-        """The core run's report plus the seam."""
-        return {**super().report(status), "seam": self.seam.name}
+        """The core run's report plus what the host counted and the seam."""
+        return {**self.gate.report(status), "uncached_calls": self.uncached_calls,
+                "guidance_calls": self.guidance_calls, "guidance_followed": self.guidance_followed,
+                "guidance_reused": self.guidance_reused, "stopped": self.stopped, "seam": self.seam.name}
 
 
 def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=None, transformer_options={}, **kwargs):
@@ -293,5 +305,5 @@ def outer_sample_wrapper(executor, *args, **kwargs):
         return out
     finally:
         settings.publish(run.report(status))
-        run.release()
+        run.gate.release()
         log_run(type(guider.model_patcher.model).__name__, settings.last_run)

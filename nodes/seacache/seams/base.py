@@ -60,14 +60,14 @@ class SeamCall(Protocol):
     any other SeaCache step inside the model through ``guarded`` (a failure there falls back to the whole
     computation). A seam keeps any scratch state of its own (see ``block_stack``)."""
 
-    reusing: bool | None
+    stack_skipped: bool | None
 
     def enter(self, stack_in: torch.Tensor,
-              first_block: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None: ...
+              block_view: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None: ...
 
     def leave(self, stack_out: torch.Tensor) -> None: ...
 
-    def guarded(self, step, *args): ...
+    def guarded(self, function, *args): ...
 
 
 @dataclass(frozen=True)

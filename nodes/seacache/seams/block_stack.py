@@ -112,7 +112,7 @@ class BlockPatch:
                 return {**_passthrough(args), "img": split_like(predicted, args["img"])}
             img = args["img"]  # the recorded stack input: some blocks add to theirs in place
             args = {**args, "img": img.clone() if isinstance(img, torch.Tensor) else tuple(s.clone() for s in img)}
-        elif call.reusing:
+        elif call.stack_skipped:
             return _passthrough(args)
         if self.joins:
             scratch.image_slice = _locate(args["img"], scratch.double_out)
@@ -167,7 +167,7 @@ class StackEntries(list):
         self.call, self.keep = call, keep
 
     def __getitem__(self, index):
-        if self.call.reusing and isinstance(index, int) and index != self.keep:
+        if self.call.stack_skipped and isinstance(index, int) and index != self.keep:
             return None
         return super().__getitem__(index)
 
@@ -179,7 +179,7 @@ class StackPatch:
         self.patch, self.call, self.keep = patch, call, keep
 
     def __call__(self, args: dict) -> dict:
-        if self.call.reusing and args.get("block_index") != self.keep:
+        if self.call.stack_skipped and args.get("block_index") != self.keep:
             return args
         return self.patch(args)
 

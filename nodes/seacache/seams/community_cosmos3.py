@@ -78,7 +78,7 @@ class GatedLayer:
         if self.first:
             predicted = self.call.enter(gen_seq.unsqueeze(0))
             return None if predicted is None else predicted[0]
-        return gen_seq if self.call.reusing else None
+        return gen_seq if self.call.stack_skipped else None
 
 
 class GatedLayerStack(torch.nn.ModuleList):

@@ -69,7 +69,7 @@ class WindowedStep:
 
     def __init__(self, call: Call, handler, full: torch.Tensor, active: list[int]):
         self.call, self.handler, self.full, self.active = call, handler, full, active
-        self.reusing: bool | None = None  # decided at the first window's stack entry
+        self.stack_skipped: bool | None = None  # decided at the first window's stack entry
         self.predicted: torch.Tensor | None = None  # [items, frames, features] on a reused step
         self.total: torch.Tensor | None = None  # sum of the windows' residuals per item and frame
         self.count: torch.Tensor | None = None
@@ -91,19 +91,19 @@ class WindowedStep:
     def start(self, stack_in: torch.Tensor, frames: int) -> bool:
         """Whether this step reuses, decided once: the extrapolated residual of every item and frame when the gate
         allows and the history fits."""
-        if self.reusing is None:
-            self.reusing = False
+        if self.stack_skipped is None:
+            self.stack_skipped = False
             features = _per_frame(stack_in[:1], frames).shape[2]
             items, full_frames = len(self.active) * self.full.shape[0], self.full.shape[2]
-            if self.call.reuse:
-                predicted = self.call.predict(stack_in.new_empty((items, full_frames * features)))
+            if self.call.verdict.reuse:
+                predicted = self.call.run.predict(self.call.verdict, stack_in.new_empty((items, full_frames * features)))
                 if predicted is not None:
-                    self.reusing = True
+                    self.stack_skipped = True
                     self.predicted = predicted.reshape(items, full_frames, features)
-            if not self.reusing:
+            if not self.stack_skipped:
                 self.total = stack_in.new_zeros((items, full_frames, features))
                 self.count = stack_in.new_zeros((items, full_frames, 1))
-        return self.reusing
+        return self.stack_skipped
 
     def add(self, rows: list[int], frames: list[int], residual: torch.Tensor) -> None:
         """Accumulate one window's residual [rows, frames, features] into the step's frames."""
@@ -114,10 +114,10 @@ class WindowedStep:
     def finish(self) -> None:
         """After every window: commit the step's residual (each frame's windows averaged) on a computed step whose
         windows all passed the seam and covered every frame."""
-        if self.reusing or self.total is None or self.missed or self.call.failure is not None \
+        if self.stack_skipped or self.total is None or self.missed or self.call.failure is not None \
                 or bool((self.count == 0).any()):
             return
-        self.call.commit((self.total / self.count).reshape(self.total.shape[0], -1))
+        self.call.run.commit(self.call.verdict, (self.total / self.count).reshape(self.total.shape[0], -1))
 
 
 class WindowView:
@@ -125,25 +125,25 @@ class WindowView:
 
     def __init__(self, step: WindowedStep, rows: list[int], frames: list[int]):
         self.step, self.rows, self.frames = step, rows, frames
-        self.reusing: bool | None = None
+        self.stack_skipped: bool | None = None
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
-    def guarded(self, step, *args):
+    def guarded(self, function, *args):
         """SeaCache's step inside the window's model call, guarded by the step's call."""
-        return self.step.call.guarded(step, *args)
+        return self.step.call.guarded(function, *args)
 
-    def enter(self, stack_in: torch.Tensor, first_block=None) -> torch.Tensor | None:
+    def enter(self, stack_in: torch.Tensor, block_view=None) -> torch.Tensor | None:
         """The window's stack output on a reused step (its frames of the extrapolated residual), else None (also
-        after a failure: the window's stack then runs). ``first_block`` is not read: the step was decided on the
+        after a failure: the window's stack then runs). ``block_view`` is not read: the step was decided on the
         full latent (first-block gates are refused with moving windows, whose windows each see a part of it)."""
         return self.guarded(self._enter, stack_in)
 
     def _enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
-        self.reusing = self.step.start(stack_in, len(self.frames))
+        self.stack_skipped = self.step.start(stack_in, len(self.frames))
         rows = self.rows[self.row : self.row + stack_in.shape[0]]
         self.row += stack_in.shape[0]
-        if not self.reusing:
+        if not self.stack_skipped:
             self.inputs.append((rows, stack_in))
             return None
         residual = self.step.predicted[rows][:, self.frames]
