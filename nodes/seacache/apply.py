@@ -11,7 +11,6 @@ from comfy_api.latest import io
 
 from ...seacache_core import SeaCacheConfig
 from .composition import refuse_other_caches
-from .estimate import count_history_in_memory_estimate
 from .hooks import gate_model_call, outer_sample_wrapper, schedule_in_flow
 from .run_inputs import refuse_unreachable_first_block
 from .seams import remove_seacache, select_seam
@@ -51,7 +50,6 @@ def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
     for wrapper_type, wrapper in (
         (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),
-        (comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING, count_history_in_memory_estimate),
         (comfy.patcher_extension.WrappersMP.APPLY_MODEL, gate_model_call),
     ):
         patched.add_wrapper_with_key(wrapper_type, WRAPPER_KEY, wrapper)

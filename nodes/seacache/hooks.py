@@ -33,20 +33,25 @@ import math
 import sys
 import threading
 from contextlib import nullcontext
+from functools import partial
 
+import comfy.patcher_extension
 import torch
 
 from ...seacache_core import Call, SeaCacheRun
 from ...seacache_core.run import agreed_reuse
 from ..run_scope import run_scoped_option
 from .composition import GUIDANCE_OPTION, mark_guidance_calls, options_signature, refuse_other_caches
+from .estimate import counting_kept_memory, kept_bytes
 from .run_inputs import refuse_bad_run_inputs, refuse_unreachable_first_block
 from .seams import select_seam
-from .seams.base import CALL_OPTION, RUN_OPTION, WINDOWED_STEP_OPTION, Seam
+from .seams.base import CALL_OPTION, WINDOWED_STEP_OPTION, WRAPPER_KEY, RunStart, Seam
 from .settings import SETTINGS_OPTION, SeaCacheSettings
 
 log = logging.getLogger(__name__)
 
+RUN_OPTION = "seacache_run"
+"""transformer_options key holding the :class:`SamplingRun` during sampling (read by :func:`gate_model_call`)."""
 PROGRESS_EVENT = "seacache.progress"
 HALF = (torch.float16, torch.bfloat16)
 
@@ -118,12 +123,10 @@ class SamplingRun:
     identical runs report identically. Safe under concurrent calls (ComfyUI's multi-GPU CFG split): names and
     counts hold the run's lock."""
 
-    def __init__(self, settings: SeaCacheSettings, seam: Seam, sigmas: torch.Tensor, model_sampling,
-                 latent_channels: int):
+    def __init__(self, settings: SeaCacheSettings, seam: Seam, sigmas: torch.Tensor, model_sampling):
         self.gate = SeaCacheRun(settings.config, sigmas, settings.reuse_steps(model_sampling, sigmas),
                                 schedule_in_flow(model_sampling, sigmas))
         self.settings, self.seam = settings, seam
-        self.latent_channels = latent_channels  # of the sampler's (video) latent: concat conditioning comes after
         self.lock = threading.Lock()
         self.patches_signature: dict = {}  # the replacement patches of the sampler's own calls (set at run start)
         self.guided = False  # the run has guidance functions (set at run start): the estimate counts followers
@@ -213,6 +216,24 @@ class SamplingRun:
             self.stop_caching(exc)
             return None
 
+    def gate_windows(self, transformer_options: dict, base_model, x_in: torch.Tensor, t: torch.Tensor,
+                     active: list[int], evaluate):
+        """One step of moving context windows gated as one call, decided on the whole latent of the active
+        conditioning lists (one branch per list and item, named as the sampler's calls name theirs):
+        ``evaluate(call)`` evaluates the step's windows, with ``call`` None where they run plainly (a guidance
+        step, or SeaCache stopped caching)."""
+        if self.is_guidance_call(transformer_options):
+            return evaluate(None)
+        with self.lock:
+            keys = self.branch_keys({"cond_or_uncond": active, "uuids": [("conditioning list", i) for i in active]},
+                                    len(active) * x_in.shape[0])
+        call = self.start_call(transformer_options, base_model, torch.cat([x_in] * len(active)), t, keys)
+        if call is None:
+            return evaluate(None)
+        out = evaluate(call)
+        self.end_call(call)
+        return out
+
     def end_call(self, call: Call | None, guidance: bool = False) -> None:
         """After a model call: stop caching when SeaCache's code raised inside the model; count a guidance call
         (plain without ``call``; followed when it passed the seam and had a leader) or a main call that missed the
@@ -293,13 +314,16 @@ def outer_sample_wrapper(executor, *args, **kwargs):
     seam = select_seam(guider.model_patcher, guider.model_options)
     refuse_unreachable_first_block(settings.config, seam, guider.conds)
     sigmas, channels = refuse_bad_run_inputs(args, kwargs)
-    run = SamplingRun(settings, seam, sigmas, guider.model_patcher.get_model_object("model_sampling"), channels)
+    run = SamplingRun(settings, seam, sigmas, guider.model_patcher.get_model_object("model_sampling"))
     status = "failed"
     try:
         with run_scoped_option(guider, RUN_OPTION, run):
-            seam.enter_run(guider.model_options)
+            seam.enter_run(guider.model_options, RunStart(channels, run.gate_windows))
             run.patches_signature = options_signature(guider.model_options["transformer_options"])
             run.guided = mark_guidance_calls(guider.model_options)
+            kept = counting_kept_memory(partial(kept_bytes, seam, settings.config, run.guided))
+            comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING,
+                                                         WRAPPER_KEY, kept, guider.model_options, is_model_options=True)
             out = executor(*args, **kwargs)
         status = "completed"
         return out

@@ -1,5 +1,5 @@
 """Where SeaCache takes the residual of a skipped computation: one module per seam, tried deepest first. Each
-module's ``seam_for(model_patcher, model_options)`` returns its :class:`.base.Seam` for a MODEL it serves, else None.
+module's ``seam_for(model_patcher)`` returns its :class:`.base.Seam` for a MODEL it serves, else None.
 
 - :mod:`.context_windows`: around any of these, the windows of one step gated as one call (moving context windows).
 - :mod:`.cosmos3_stack`: this pack's Cosmos3, the generator stack (the model's ``GEN_STACK_WRAPPER`` hook).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
 from . import block_stack, community_cosmos3, context_windows, cosmos3_stack, diffusion_call
 from .base import WRAPPER_KEY, Seam
 
@@ -22,13 +21,8 @@ SEAM_FINDERS = (
     block_stack.seam_for,
     diffusion_call.seam_for,
 )
-WRAPPER_TYPES = (
-    comfy.patcher_extension.WrappersMP.OUTER_SAMPLE,
-    comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING,
-    comfy.patcher_extension.WrappersMP.APPLY_MODEL,
-    comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL,
-    GEN_STACK_WRAPPER,
-)
+WRAPPER_TYPES = (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, comfy.patcher_extension.WrappersMP.APPLY_MODEL)
+"""The wrappers SeaCache Apply registers on the MODEL clone; the rest live in a run's private options only."""
 
 
 def remove_seacache(patched) -> None:
@@ -42,7 +36,7 @@ def select_seam(model_patcher, model_options: dict) -> Seam:
     """The deepest seam this MODEL allows with these model options; ValueError naming the problem for something
     that is no diffusion MODEL."""
     for seam_for in SEAM_FINDERS:
-        seam = seam_for(model_patcher, model_options)
+        seam = seam_for(model_patcher)
         if seam is not None:
             return context_windows.around(seam, model_options)
     kind = type(getattr(model_patcher, "model", model_patcher)).__name__

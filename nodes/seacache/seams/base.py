@@ -14,13 +14,23 @@ import torch
 
 WRAPPER_KEY = "seacache"
 """Key under which SeaCache registers its wrappers on a MODEL clone (``add_wrapper_with_key``)."""
-RUN_OPTION = "seacache_run"
-"""transformer_options key holding the sampling run (``nodes.seacache.hooks.SamplingRun``) during sampling."""
 CALL_OPTION = "seacache_call"
 """transformer_options key under which the current model call's :class:`SeamCall` reaches the seam."""
 WINDOWED_STEP_OPTION = "seacache_windowed_step"
 """transformer_options key holding the step gated as one call over moving context windows
 (``.context_windows.WindowedStep``), whose windows' model calls each get their own :class:`SeamCall`."""
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What the sampling run hands a seam when it starts (``Seam.enter_run``): ``latent_channels``, the channels of
+    the sampler's latent (concat conditioning follows them in the model input), and ``gate_windows(
+    transformer_options, base_model, x_in, timestep, active, evaluate)``, which gates one step of moving context
+    windows as one call: it calls ``evaluate(call)`` with the step's :class:`SeamCall`-giving call, or with None
+    where the step runs plainly, and returns its result."""
+
+    latent_channels: int
+    gate_windows: Callable
 
 
 def latent_numel(diffusion_model, input_shape) -> int:
@@ -41,7 +51,17 @@ def exact_class_entry(table: dict, obj):
     return None
 
 
-def no_run_patches(model_options: dict) -> None:
+def embedded_numel(embedding, input_shape) -> int:
+    """Elements of one item's image stream after a patch embedding: a convolution makes one token per kernel-sized
+    patch of the latent, a linear one token per ``in_features`` latent elements; each token is the embedding's
+    output width."""
+    if hasattr(embedding, "kernel_size"):
+        tokens = math.prod(math.ceil(s / k) for s, k in zip(input_shape[2:], embedding.kernel_size))
+        return tokens * embedding.out_channels
+    return math.prod(input_shape[1:]) // embedding.in_features * embedding.out_features
+
+
+def no_run_patches(model_options: dict, run: RunStart) -> None:
     """For seams whose hooks were all registered at Apply time: nothing to add at run start."""
 
 
@@ -75,7 +95,7 @@ class Seam:
     """Where SeaCache takes the residual of a model.
 
     ``name`` is shown by the Stats node. ``attach(patched)`` adds, at Apply time, what must live on the MODEL clone
-    itself (object patches, inert outside a gated call). ``enter_run(model_options)`` registers the seam's run-time hooks in the
+    itself (object patches, inert outside a gated call). ``enter_run(model_options, run)`` registers the seam's run-time hooks in the
     run's private model options, at run start when every patch of the final MODEL is known (block-stack seams wrap
     the block patches other nodes added). ``bind(base_model, call)`` is a context manager that hands the call (a
     :class:`SeamCall`) to seams the call's ``transformer_options`` do not reach (None: they do). ``detach(patched)`` removes what
@@ -91,7 +111,7 @@ class Seam:
 
     name: str
     residual_numel: Callable[[object, tuple], int] = latent_numel
-    enter_run: Callable[[dict], None] = no_run_patches
+    enter_run: Callable[[dict, RunStart], None] = no_run_patches
     bind: Callable | None = None
     attach: Callable[[object], None] = no_attach
     detach: Callable[[object], None] = no_attach

@@ -28,13 +28,12 @@ first block's view of the image tokens (first-block gates decide on it there).
 from __future__ import annotations
 
 import functools
-import math
 
 import comfy.patcher_extension
 import torch
 
 from . import first_block_inputs
-from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, exact_class_entry
+from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall, embedded_numel, exact_class_entry
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
 #                          the image patch embedding, whose shape gives the residual's tokens and width)
@@ -52,16 +51,6 @@ PATCH_KINDS = ("double_block",)
 """``transformer_options["patches"]`` lists these models call after each block of that kind."""
 SCRATCH_OPTION = "seacache_block_scratch"
 """transformer_options key of the :class:`BlockScratch` of the current gated call."""
-
-
-def embedded_numel(embedding, input_shape) -> int:
-    """Elements of one item's image stream after a patch embedding: a convolution makes one token per kernel-sized
-    patch of the latent, a linear one token per ``in_features`` latent elements; each token is the embedding's
-    output width."""
-    if hasattr(embedding, "kernel_size"):
-        tokens = math.prod(math.ceil(s / k) for s, k in zip(input_shape[2:], embedding.kernel_size))
-        return tokens * embedding.out_channels
-    return math.prod(input_shape[1:]) // embedding.in_features * embedding.out_features
 
 
 def _passthrough(args: dict) -> dict:
@@ -214,7 +203,7 @@ def _blocks(diffusion_model, stacks) -> list[tuple[str, int]]:
     return [(kind, i) for kind, attr in stacks for i in range(len(getattr(diffusion_model, attr)))]
 
 
-def seam_for(model_patcher, model_options: dict) -> Seam | None:
+def seam_for(model_patcher) -> Seam | None:
     """The block-stack seam for a supported core model, None otherwise."""
     diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
     family = exact_class_entry(FAMILIES, diffusion_model)
@@ -232,7 +221,7 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
     double_count = sum(kind == "double_block" for kind, _ in blocks)
     has_single = double_count < len(blocks)
 
-    def enter_run(run_options: dict) -> None:
+    def enter_run(run_options: dict, run: RunStart) -> None:
         """Place SeaCache's patch on every block of the run's options, wrapping the patch another node put there."""
         replaced = run_options.setdefault("transformer_options", {}).setdefault("patches_replace", {}).setdefault("dit", {})
         for index, key in enumerate(blocks):

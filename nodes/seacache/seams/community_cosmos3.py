@@ -28,8 +28,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .base import Seam, SeamCall
-from .block_stack import embedded_numel
+from .base import Seam, SeamCall, embedded_numel
 
 NAME = "Cosmos3 decoder-layer stack (community ComfyUI-Cosmos3)"
 LAYERS = "diffusion_model.layers"
@@ -148,7 +147,7 @@ def _residual_numel(diffusion_model, input_shape) -> int:
     return embedded_numel(diffusion_model.proj_in, input_shape)
 
 
-def seam_for(model_patcher, model_options: dict) -> Seam | None:
+def seam_for(model_patcher) -> Seam | None:
     """The layer-stack seam for a community Cosmos3 MODEL whose layer list is SeaCache's (or not yet patched by
     anyone), None for any other model; ValueError for a community model whose layer interface it does not know."""
     diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)

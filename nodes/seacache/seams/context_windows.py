@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 
 from ....seacache_core import Call
-from .base import RUN_OPTION, WINDOWED_STEP_OPTION, Seam
+from .base import WINDOWED_STEP_OPTION, RunStart, Seam
 
 HANDLER = "context_handler"
 STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedules whose windows never move
@@ -159,10 +159,12 @@ class WindowView:
 
 
 class GatedContextHandler:
-    """A context handler whose windowed evaluation of a step is one gated call."""
+    """A context handler whose windowed evaluation of a step is one gated call (``gate_windows``: the run's, given
+    at run start)."""
 
-    def __init__(self, handler):
+    def __init__(self, handler, gate_windows):
         object.__setattr__(self, "handler", handler)
+        object.__setattr__(self, "gate_windows", gate_windows)
 
     def __getattr__(self, name):
         return getattr(self.handler, name)
@@ -173,22 +175,20 @@ class GatedContextHandler:
     def execute(self, calc_cond_batch, model, conds, x_in, timestep, model_options):
         """Every window evaluated as usual, their stacks gated as one call per step."""
         options = model_options.get("transformer_options", {})
-        run = options.get(RUN_OPTION)
-        if run is None or WINDOWED_STEP_OPTION in options or run.is_guidance_call(options):
+        if WINDOWED_STEP_OPTION in options:
             return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
         active = [i for i, cond in enumerate(conds) if cond is not None]
-        with run.lock:  # one branch per conditioning list and item, named as the sampler's calls name theirs
-            keys = run.branch_keys({"cond_or_uncond": active, "uuids": [("conditioning list", i) for i in active]},
-                                   len(active) * x_in.shape[0])
-        call = run.start_call(options, model, torch.cat([x_in] * len(active)), timestep, keys)
-        if call is None:  # SeaCache stopped caching in this run: the step runs whole
-            return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
-        step = WindowedStep(call, self.handler, x_in, active)
-        inner = {**model_options, "transformer_options": {**options, WINDOWED_STEP_OPTION: step}}
-        outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
-        call.guarded(step.finish)
-        run.end_call(call)
-        return outs
+
+        def evaluate(call: Call | None):
+            if call is None:  # a guidance step, or SeaCache stopped caching in this run: the step runs whole
+                return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
+            step = WindowedStep(call, self.handler, x_in, active)
+            inner = {**model_options, "transformer_options": {**options, WINDOWED_STEP_OPTION: step}}
+            outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
+            call.guarded(step.finish)
+            return outs
+
+        return self.gate_windows(options, model, x_in, timestep, active, evaluate)
 
 
 def refuse_first_block(conds: dict) -> None:
@@ -205,9 +205,9 @@ def around(seam: Seam, model_options: dict) -> Seam:
     if handler is None or getattr(getattr(handler, "context_schedule", None), "name", None) in STATIC_SCHEDULES:
         return seam
 
-    def enter_run(run_options: dict) -> None:
-        seam.enter_run(run_options)
-        run_options[HANDLER] = GatedContextHandler(run_options[HANDLER])
+    def enter_run(run_options: dict, run: RunStart) -> None:
+        seam.enter_run(run_options, run)
+        run_options[HANDLER] = GatedContextHandler(run_options[HANDLER], run.gate_windows)
 
     return replace(seam, name=f"{seam.name}, per step of moving context windows", enter_run=enter_run,
                    first_block=None if seam.first_block is None else refuse_first_block)

@@ -12,7 +12,7 @@ from ...cosmos3.comfy_model import Cosmos3
 from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
 from ...cosmos3.latent_streams import item_tokens
 from ....seacache_core.first_block import noisy_frames_view
-from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, any_conditioning
+from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall, any_conditioning
 
 NAME = "Cosmos3 generator stack (this pack)"
 
@@ -39,7 +39,7 @@ def gen_stack_seam(executor, hidden, inputs):
     return out
 
 
-def _enter_run(model_options: dict) -> None:
+def _enter_run(model_options: dict, run: RunStart) -> None:
     comfy.patcher_extension.add_wrapper_with_key(GEN_STACK_WRAPPER, WRAPPER_KEY, gen_stack_seam, model_options, is_model_options=True)
 
 
@@ -48,7 +48,7 @@ def _residual_numel(diffusion_model, input_shape) -> int:
     return item_tokens(cfg, input_shape) * cfg.hidden_size
 
 
-def seam_for(model_patcher, model_options: dict) -> Seam | None:
+def seam_for(model_patcher) -> Seam | None:
     """The generator-stack seam for a MODEL from this pack's Cosmos3 Loader, None for any other model."""
     if isinstance(getattr(model_patcher, "model", None), Cosmos3):
         return Seam(NAME, _residual_numel, _enter_run, auto_order=2, first_block=any_conditioning)

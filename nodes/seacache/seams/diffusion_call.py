@@ -5,9 +5,11 @@ after the latent), extrapolated on reused calls; the whole network is skipped.""
 
 from __future__ import annotations
 
+import functools
+
 import comfy.patcher_extension
 
-from .base import CALL_OPTION, RUN_OPTION, WRAPPER_KEY, Seam, SeamCall
+from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall
 
 NAME = "diffusion-model call (output minus input)"
 
@@ -19,14 +21,15 @@ def _options(args, kwargs) -> dict:
     return next((a for a in args if isinstance(a, dict) and CALL_OPTION in a), {})
 
 
-def diffusion_call_seam(executor, x, *args, **kwargs):
-    """Skip the whole diffusion model on a reused call; record output minus input on a computed one. A model whose
-    output does not match its input latent is not entered (the call runs whole and uncached)."""
+def diffusion_call_seam(latent_channels: int, executor, x, *args, **kwargs):
+    """Skip the whole diffusion model on a reused call; record output minus input (its first ``latent_channels``
+    channels) on a computed one. A model whose output does not match its input latent is not entered (the call
+    runs whole and uncached)."""
     options = _options(args, kwargs)
     call: SeamCall | None = options.get(CALL_OPTION)
     if call is None:
         return executor(x, *args, **kwargs)
-    stack_in = x[:, : options[RUN_OPTION].latent_channels]
+    stack_in = x[:, :latent_channels]
     predicted = call.enter(stack_in)
     if predicted is not None:
         return predicted
@@ -36,12 +39,13 @@ def diffusion_call_seam(executor, x, *args, **kwargs):
     return out
 
 
-def _enter_run(model_options: dict) -> None:
+def _enter_run(model_options: dict, run: RunStart) -> None:
     comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, WRAPPER_KEY,
-                                                 diffusion_call_seam, model_options, is_model_options=True)
+                                                 functools.partial(diffusion_call_seam, run.latent_channels),
+                                                 model_options, is_model_options=True)
 
 
-def seam_for(model_patcher, model_options: dict) -> Seam | None:
+def seam_for(model_patcher) -> Seam | None:
     """The diffusion-model seam for any ComfyUI diffusion MODEL (one with a model_sampling), None otherwise."""
     if getattr(getattr(model_patcher, "model", None), "model_sampling", None) is None:
         return None
