@@ -18,6 +18,7 @@ import time
 import torch
 
 from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun
+from seacache_testing.allocation_counters import CountingGainCache
 
 SHAPES = {
     "1280x720x189f [1,48,48,45,80]": ((1, 48, 48, 45, 80), 3),
@@ -73,6 +74,7 @@ def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheRun]:
     base, drift = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
     sigmas = flow_sigmas(STEPS, 5.0)
     run = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas + [0.0])
+    run.gains = CountingGainCache()
     calls = [(["cond", "uncond"], 2)] if batched else [(["cond"], 1), (["uncond"], 1)]
     for sigma in sigmas:
         latent = base * (1 - sigma) + drift * sigma

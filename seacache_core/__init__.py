@@ -5,7 +5,6 @@ docs/algorithm.md describes what this package implements, section by section.
 
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory, extrapolate_residual
-from .replay import replay
 from .run import Call, SeaCacheRun, Verdict
 from .sea_filter import GainCache, item_distances, sea_filter_float32
 from .stats import RunStats, StepRecord
@@ -21,6 +20,5 @@ __all__ = [
     "Verdict",
     "extrapolate_residual",
     "item_distances",
-    "replay",
     "sea_filter_float32",
 ]

@@ -53,7 +53,7 @@ class ResidualHistory:
     since a polynomial through mismatched tensors means nothing.
 
     CPU storage is built for a GPU: host buffers (pinned when the residual is on CUDA) are allocated on first
-    use and reused for the rest of the run (`order + 1` per branch; `buffers_allocated` counts them); a computed
+    use and reused for the rest of the run (`order + 1` per branch); a computed
     step's residual is copied into one with `non_blocking` on a side stream that first waits for the compute
     stream, so sampling goes on while it moves; a reused step's compute stream waits for those copies on the
     device (never the host) and moves the records back with `non_blocking`. On the CPU the copies are plain
@@ -66,7 +66,6 @@ class ResidualHistory:
         self.order = order
         self.capacity = order + 1  # records kept at most (a subclass may keep more)
         self.residual_storage = residual_storage
-        self.buffers_allocated = 0
         self._records: deque[_Record] = deque()
         self._spare: list[torch.Tensor] = []  # host buffers of dropped records, reused by the next offload
         self._stream = None  # the side stream of CUDA offloads, created on first use
@@ -103,7 +102,6 @@ class ResidualHistory:
         for i, buffer in enumerate(self._spare):
             if buffer.shape == like.shape and buffer.dtype == like.dtype:
                 return self._spare.pop(i)
-        self.buffers_allocated += 1
         return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=like.is_cuda)
 
     def _offload(self, residual: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:

@@ -7,9 +7,7 @@ adaLN models; ``input_layernorm_moe_gen(x)`` on Cosmos3, which adds its time emb
 tokens ``[B, N, D]``, and says where the vision tokens sit (:class:`VisionTokens`). :func:`first_block_view` lays
 them out as a video of ``D`` channels, ``[B, D, T, H, W]``: the shape every SeaCache gate reads. The gates
 ``"first_block"`` and ``"first_block_same_sigma"`` decide on this view (``SeaCacheRun.pending``: the call is decided
-when the host's seam enters the stack with it), and with :func:`published_config` they make diffusers'
-``first_block`` decisions (the filter is the pack's one, ``sea_filter_float32``; the distance its per-item relative
-L1). :func:`first_block_indicator` is the filtered view itself.
+when the host's seam enters the stack with it).
 """
 
 from __future__ import annotations
@@ -19,15 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import SeaCacheConfig
-from .sea_filter import GainCache, index_of, sea_filter_float32
-
-PUBLISHED_THRESHOLD = 0.35
-"""diffusers' ``first_block`` default threshold (``SeaCacheConfig.threshold`` in ``hooks/sea_cache.py`` at
-613e4416). Thresholds do not carry over between this indicator and the raw-latent gates."""
-
-PUBLISHED_POWER = 3.0
-"""Exponent of the filter's power-law prior in diffusers' ``first_block`` indicator, for videos and images alike."""
+from .sea_filter import index_of
 
 
 @dataclass(frozen=True)
@@ -100,34 +90,3 @@ def noisy_frames_view(modulated: torch.Tensor, grid: tuple[int, int, int],
     if not noisy:
         raise ValueError("every frame is conditioned: the first block's view has no noisy frame")
     return first_block_view(modulated, VisionTokens(tuple(grid), 0, noisy))
-
-
-def first_block_indicator(
-    modulated: torch.Tensor,
-    tokens: VisionTokens,
-    sigma: float | torch.Tensor,
-    power: float = PUBLISHED_POWER,
-    cache: GainCache | None = None,
-) -> torch.Tensor:
-    """The SEA-filtered view of :func:`first_block_view` in float32, ``[B, D, T', H, W]``: each item and channel
-    filtered over (T', H, W) at the flow noise level ``sigma`` of this step. Its per-item relative L1 distance to
-    the previous step's (``distance.item_distances``) is diffusers' ``first_block`` distance of that item."""
-    with torch.no_grad():
-        return sea_filter_float32(first_block_view(modulated, tokens), sigma, power, (-3, -2, -1), cache)
-
-
-def indicator_bytes(tokens: VisionTokens, width: int, element_size: int = 4) -> int:
-    """Bytes one branch item's stored indicator holds: the view of the frames read, ``width`` channels per token,
-    at ``element_size`` bytes each (the gate keeps it in the model dtype until the next step; 4 for float32)."""
-    return element_size * tokens.frames_read * tokens.grid[1] * tokens.grid[2] * width
-
-
-def published_config(**overrides) -> SeaCacheConfig:
-    """The pack's gate settings that make diffusers' ``first_block`` decisions on a :func:`first_block_view`: the
-    ``first_block`` gate (each step filtered at its own sigma), threshold 0.35, exponent 3 for videos and images,
-    the first and the last step computed, no cap on reuses in a row, and order 0 (a reused step adds the last
-    computed residual unchanged). ``overrides`` replace any of them."""
-    settings = dict(threshold=PUBLISHED_THRESHOLD, order=0, max_consecutive=-1, warmup_steps=1, end_steps=1,
-                    power=PUBLISHED_POWER, gate="first_block")
-    return SeaCacheConfig(**{**settings, **overrides})
-

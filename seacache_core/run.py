@@ -301,7 +301,7 @@ class SeaCacheRun:
             return ResidualHistory(config.order, config.residual_storage)
         return ChebyshevHistory(config.order, config.residual_storage, degree=config.chebyshev_degree,
                                 ridge_lambda=config.chebyshev_lambda, blend=config.chebyshev_blend,
-                                capacity=config.chebyshev_capacity, step_span=max(self.steps, 1), centre="newton")
+                                capacity=config.chebyshev_capacity, step_span=max(self.steps, 1))
 
     @torch.compiler.disable
     def decide(self, latent: torch.Tensor, sigma: float | torch.Tensor, keys: Sequence[Hashable],
@@ -515,22 +515,6 @@ class SeaCacheRun:
             self.speed.observe(tuple(plan.key for plan in verdict.branches), verdict.step, verdict.distance, computed)
         self.stats.records.append(StepRecord(verdict.step, verdict.sigma, verdict.distance, verdict.accumulated,
                                              kind, reason, branches))
-
-    def run(self, stack: Callable[[torch.Tensor], torch.Tensor], stack_in: torch.Tensor, latent: torch.Tensor,
-            sigma: float, keys: Sequence[Hashable], sound: torch.Tensor | None = None) -> torch.Tensor:
-        """The stack output of one call whose stack is one callable: ``stack_in`` plus the extrapolated residual when
-        the gate allows, otherwise ``stack(stack_in)`` with its residual committed. A gate that reads the first
-        block's input is refused (ValueError): its host enters the stack with that view (:meth:`pending`)."""
-        if self.indicator.reads_first_block:
-            raise ValueError(f"gate {self.config.gate!r} reads the first block's input, not the latent: create the "
-                             f"call with pending() and enter the stack with the first block's view")
-        verdict = self.decide(latent, sigma, keys, sound=sound)
-        residual = self.predict(verdict, stack_in)
-        if residual is not None:
-            return stack_in + residual
-        out = stack(stack_in)
-        self.commit(verdict, out - stack_in)
-        return out
 
     def report(self, status: str) -> dict:
         """JSON report for displays (Stats node, browser, demo): the statistics plus the run's status ("completed" or

@@ -37,7 +37,7 @@ _EPS = 1e-16
 class GainCache:
     """Per-run cache of the SEA gain as it multiplies an rfftn spectrum. A host sigma's gain is built on the host once
     per (axis lengths, sigma, power, device) and kept for the ``max_entries`` most recent keys (a run needs one per
-    step; ``builds`` counts them, so a test can show one build per step whatever the batch). A sigma that lives on the
+    step, whatever the batch). A sigma that lives on the
     device (no host read) gets its gain built there on every call from axis priors kept per (length, power, device):
     a few elementwise operations, no transfer, no host wait."""
 
@@ -45,7 +45,6 @@ class GainCache:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries!r}")
         self.max_entries = max_entries
-        self.builds = 0
         self._gains: OrderedDict[tuple, torch.Tensor] = OrderedDict()
         self._priors: dict[tuple, torch.Tensor] = {}
 
@@ -85,13 +84,12 @@ class GainCache:
         if on_device:
             return grid
         grid = self._gains[key] = _to_device(grid, device)
-        self.builds += 1
         while len(self._gains) > self.max_entries:
             self._gains.popitem(last=False)
         return grid
 
     def clear(self) -> None:
-        """Drop every cached gain and prior (the build count is kept)."""
+        """Drop every cached gain and prior."""
         self._gains.clear()
         self._priors.clear()
 

@@ -16,9 +16,8 @@ import torch
 from cosmos3 import Cosmos3Config
 from cosmos3.schedule import reference_sigmas
 from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances
-from seacache_core.first_block import (
-    PUBLISHED_THRESHOLD, VisionTokens, first_block_indicator, first_block_view, noisy_frames_view, published_config,
-)
+from seacache_core.first_block import VisionTokens, first_block_view, noisy_frames_view
+from seacache_testing.first_block_recipe import PUBLISHED_THRESHOLD, first_block_indicator, published_config
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.first_block_reference import (
     ReferenceGate, reference_distance, reference_indicator, vision_indexes,
@@ -273,13 +272,6 @@ def test_a_pending_call_is_decided_when_it_enters_with_the_view():
     assert (call.verdict.step, call.verdict.reason, call.verdict.reuse) == (0, "warmup", False)
     call.leave(torch.ones(1, 2))
     assert call.verdict.committed and run.stats.records[-1].reason == "warmup" and "c" in run.states
-
-
-def test_a_one_callable_stack_cannot_run_a_first_block_gate_on_its_latent():
-    run = SeaCacheRun(published_config(), [0.9, 0.6, 0.0])
-    with pytest.raises(ValueError, match="reads the first block's input, not the latent"):
-        run.run(lambda x: x, torch.zeros(1, 2), _view(0), 0.9, ["c"])
-    assert not run.states and not run.stats.records
 
 
 @pytest.mark.parametrize("gate", ["first_block", "first_block_same_sigma"])

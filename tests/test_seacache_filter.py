@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun, sea_filter_float32
+from seacache_testing.allocation_counters import CountingGainCache
 
 
 def _latent(shape=(2, 3, 5, 8, 10), seed=0, dtype=torch.float32):
@@ -120,7 +121,7 @@ def test_invalid_dims_and_sigma_raise():
 
 
 def test_gain_cache_builds_once_per_shape_and_sigma():
-    cache = GainCache()
+    cache = CountingGainCache()
     for batch in (1, 2, 4):
         sea_filter_float32(_latent((batch, 3, 5, 8, 10)), 0.5, cache=cache)
     assert cache.builds == 1

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
+from seacache_testing.allocation_counters import CountingGainCache
 
 SHAPE = (1, 3, 4, 6, 8)
 
@@ -348,6 +349,7 @@ def test_gain_built_once_per_step_whatever_the_batch():
     n = 6
     lat, sig = _drifting(n), _sigmas(n)
     batched, separate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), n), _new(SeaCacheConfig(threshold=0.25, gate="sea"), n)
+    batched.gains, separate.gains = CountingGainCache(), CountingGainCache()
     for step in range(n):
         _call(batched, ["c", "u"], torch.cat([lat[step], 2 * lat[step]]), sig[step])
         _call(separate, ["c"], lat[step], sig[step])

@@ -2,7 +2,8 @@
 
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheRun, replay
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.replay import replay
 
 
 def _latents(n, batch=1):

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, replay, sea_filter_float32
+from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
+from seacache_testing.replay import replay
 
 SHAPE = (1, 3, 4, 6, 8)
 SAME = dict(gate="sea_same_sigma")

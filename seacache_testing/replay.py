@@ -1,4 +1,4 @@
-"""Offline replay of a run through the gate, without any model, to evaluate thresholds."""
+"""Offline replay of a run through the gate, without any model, to evaluate thresholds (docs/algorithm.md §10)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from .config import SeaCacheConfig
-from .run import SeaCacheRun
-from .stats import RunStats
+from seacache_core import RunStats, SeaCacheConfig, SeaCacheRun
 
 
 def replay(
