@@ -35,7 +35,7 @@ from cosmos3.config import LATENT_CHANNELS, VAE_SPATIAL, VAE_TEMPORAL
 from cosmos3.ops import TorchOps, norm_class
 from seacache_core import SeaCacheConfig, SeaCacheRun
 from cosmos3 import reference_sigmas
-from seacache_core.first_block import VisionTokens, first_block_view, noisy_frames_view
+from seacache_core.vision_tokens import VisionTokens, first_block_view, noisy_frames_view
 from seacache_testing.first_block_recipe import indicator_bytes, published_config
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.make_tiny_checkpoint import MEDIUM_SIZES, TINY_SIZES

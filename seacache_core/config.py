@@ -57,7 +57,7 @@ class SeaCacheConfig:
             current step's sigma, which leaves out the filter's own change along the schedule (see
             `seacache_core.sea_filter`). `"first_block"` and `"first_block_same_sigma"` do the same on the first
             transformer block's modulated input (vision tokens only), the published indicator: the host hands it
-            over at the stack's entry (`SeaCacheRun.pending`, `seacache_core.first_block`), `power` None means 3
+            over at the stack's entry (`SeaCacheRun.pending`, `seacache_core.vision_tokens`), `power` None means 3
             there for images too, and the sound latent is not read. Thresholds do not carry over between the
             latent and the first block (diffusers' first-block recipe: `first_block.published_config()`).
         sound_weight (`float`, defaults to `1.0`):

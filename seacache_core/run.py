@@ -108,7 +108,7 @@ def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive
                   reset: bool = False, no_history: bool = False) -> str | None:
     """Why a branch must compute at ``step`` whatever its distance, or None when the threshold decides: the one
     home of this rule, which the speed controller replays for the steps ahead (with no reset and a history).
-    ``cap`` is the run's cap on reuses in a row (:attr:`SeaCacheRun.max_consecutive`). Precedence: warmup, end,
+    ``cap`` is the run's cap on reuses in a row (:attr:`SeaCacheRun.reuse_cap`). Precedence: warmup, end,
     reset, max_consecutive, no_history, window."""
     if step < config.warmup_steps:
         return "warmup"
@@ -238,7 +238,7 @@ class SeaCacheRun:
     (None: all). ``flow_sigmas``: the schedule in the flow convention, for the speed controller's prediction
     (None: the schedule already is one).
 
-    ``max_consecutive`` is the run's cap on reuses in a row: the configured one, or, where a speed target needs it
+    ``reuse_cap`` is the run's cap on reuses in a row: the configured ``max_consecutive``, or, where a speed target needs it
     (``config.speed_lifts_cap``), the smallest larger one that lets the forced computes reach the target, else -1
     (no cap); the forced rule and the speed controller read this one."""
 
@@ -255,14 +255,14 @@ class SeaCacheRun:
         self.states: dict[Hashable, BranchState] = {}
         self.stats = RunStats()
         self.speed: SpeedController | None = None
-        self.max_consecutive = config.max_consecutive
+        self.reuse_cap = config.max_consecutive
         if config.speed_target is not None:
             self.speed = SpeedController(config, self.forced_later)
             self.speed.set_schedule(self.sigmas if flow_sigmas is None else list(flow_sigmas))
             if config.speed_lifts_cap:
-                self.max_consecutive = self._cap_for_target()
-                if self.max_consecutive != config.max_consecutive:
-                    self.speed.lifted_cap = (config.max_consecutive, self.max_consecutive)
+                self.reuse_cap = self._cap_for_target()
+                if self.reuse_cap != config.max_consecutive:
+                    self.speed.lifted_cap = (config.max_consecutive, self.reuse_cap)
 
     def step_of(self, sigma: float) -> int | None:
         """Index of ``sigma`` among the schedule's steps, None for an evaluation off the schedule."""
@@ -271,10 +271,10 @@ class SeaCacheRun:
                 return i
         return None
 
-    def forced_later(self, step: int, consecutive: int, max_consecutive: int | None = None) -> bool:
-        """Whether a later step computes whatever its distance (the speed controller's plan), under the run's cap or
-        ``max_consecutive``."""
-        cap = self.max_consecutive if max_consecutive is None else max_consecutive
+    def forced_later(self, step: int, consecutive: int, cap: int | None = None) -> bool:
+        """Whether a later step computes whatever its distance (the speed controller's plan), under the run's cap on
+        reuses in a row or ``cap``."""
+        cap = self.reuse_cap if cap is None else cap
         return forced_reason(self.config, step, self.steps, consecutive, cap, step in self.reuse_steps) is not None
 
     def _cap_for_target(self) -> int:
@@ -379,7 +379,7 @@ class SeaCacheRun:
                 continue
             no_history = state is None or state.indicator is None or len(state.history) == 0
             reason = forced_reason(self.config, step, self.steps, 0 if state is None else state.consecutive,
-                                   self.max_consecutive, step in self.reuse_steps, kind == RESET, no_history)
+                                   self.reuse_cap, step in self.reuse_steps, kind == RESET, no_history)
             plans.append(BranchPlan(key, items, frozen=False, reason=reason, reset=kind == RESET,
                                     distance=distances.get(key, math.inf) if kind == NEXT else None,
                                     indicator=views[key]))

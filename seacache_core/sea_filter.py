@@ -14,7 +14,7 @@ moves the filter little, both gates agree.
 
 The published indicator (``"first_block"``, docs/first-block-indicator.md) reads another tensor with the same
 filter: the first transformer block's timestep-modulated input on the vision tokens, which the host lays out as a
-video of its channels (``first_block.first_block_view``) and hands over at the stack's entry.
+video of its channels (``vision_tokens.first_block_view``) and hands over at the stack's entry.
 ``"first_block_same_sigma"`` filters both of its views at the current sigma.
 """
 

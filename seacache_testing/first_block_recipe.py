@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from seacache_core import SeaCacheConfig
-from seacache_core.first_block import VisionTokens, first_block_view
+from seacache_core.vision_tokens import VisionTokens, first_block_view
 from seacache_core.sea_filter import GainCache, sea_filter_float32
 
 PUBLISHED_THRESHOLD = 0.35

@@ -84,7 +84,7 @@ def spectrum_stack(blend: float):
 
         if not hasattr(model.model.diffusion_model, "call_gen_stack"):
             raise ValueError("the Spectrum stack wrapper needs this pack's Cosmos3 (its generator-stack hook)")
-        hook = import_pack_module("nodes.cosmos3.diffusion_model").GEN_STACK_WRAPPER
+        hook = import_pack_module("nodes.cosmos3.transformer").GEN_STACK_WRAPPER
         patched = model.clone()
         patched.add_wrapper_with_key(hook, WRAPPER_KEY, SpectrumStack(blend, alpha))
         return patched

@@ -1,4 +1,4 @@
-"""The first-block indicator (seacache_core.first_block) against an independent float64 reference of diffusers'
+"""The first-block indicator (seacache_core.vision_tokens) against an independent float64 reference of diffusers'
 ``first_block`` indicator and gate (seacache_testing.first_block_reference), on this pack's tiny Cosmos3.
 
 The tensor is captured by a forward hook the test places on the first generator layer's input norm
@@ -16,7 +16,7 @@ import torch
 from cosmos3 import Cosmos3Config
 from cosmos3.schedule import reference_sigmas
 from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances
-from seacache_core.first_block import VisionTokens, first_block_view, noisy_frames_view
+from seacache_core.vision_tokens import VisionTokens, first_block_view, noisy_frames_view
 from seacache_testing.first_block_recipe import PUBLISHED_THRESHOLD, first_block_indicator, published_config
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.first_block_reference import (

@@ -111,9 +111,9 @@ def _lifted_cap(steps, warmup, end, cap, target):
 def test_the_cap_gives_way_just_as_far_as_the_target_needs(target, warmup, end, cap):
     config = SeaCacheConfig(speedup=target, warmup_steps=warmup, end_steps=end, max_consecutive=cap)
     run = SeaCacheRun(config, torch.linspace(0.9, 0.05, STEPS + 1))
-    assert run.max_consecutive == _lifted_cap(STEPS, warmup, end, cap, target)
+    assert run.reuse_cap == _lifted_cap(STEPS, warmup, end, cap, target)
     kept = SeaCacheRun(dataclasses.replace(config, speed_lifts_cap=False), torch.linspace(0.9, 0.05, STEPS + 1))
-    assert kept.max_consecutive == cap
+    assert kept.reuse_cap == cap
 
 
 @pytest.mark.parametrize("target, cap", [(3.0, 3), (4.0, 4)])
@@ -122,7 +122,7 @@ def test_a_lifted_cap_reaches_three_and_four_times(target, cap, caplog):
     reaches the target, reuses at most that many steps in a row, warns of nothing and says what it lifted."""
     with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
         run = _run(SeaCacheConfig(speedup=target), _latents(_u_profile()))
-    assert run.max_consecutive == cap and run.stats.ran == math.floor(STEPS / target + 0.5)
+    assert run.reuse_cap == cap and run.stats.ran == math.floor(STEPS / target + 0.5)
     decisions = "".join("R" if r.decision == "reused" else "c" for r in run.stats.records)
     assert "R" * (cap + 1) not in decisions and "R" * cap in decisions
     forced = [r for r in run.stats.records if r.reason == "max_consecutive"]
@@ -135,7 +135,7 @@ def test_a_lifted_cap_reaches_three_and_four_times(target, cap, caplog):
 def test_a_reachable_target_keeps_the_cap_and_its_decisions():
     latents = _latents(_u_profile())
     lifting, keeping = (_run(SeaCacheConfig(speedup=2.0, speed_lifts_cap=lifts), latents) for lifts in (True, False))
-    assert lifting.max_consecutive == 2 and lifting.speed.lifted_cap is None
+    assert lifting.reuse_cap == 2 and lifting.speed.lifted_cap is None
     assert [(r.decision, r.accumulated) for r in lifting.stats.records] == \
         [(r.decision, r.accumulated) for r in keeping.stats.records]
     assert "lifted" not in lifting.report("completed")["summary"]
@@ -145,7 +145,7 @@ def test_a_target_out_of_reach_without_any_cap_lifts_it_all_and_says_both(caplog
     config = SeaCacheConfig(speedup=3.0, warmup_steps=20)  # 20 warmup + 1 end of 35 steps: at most 35 / 21 = 1.67x
     with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
         run = _run(config, _latents(_u_profile()))
-    assert run.max_consecutive == -1 and run.stats.ran == 21
+    assert run.reuse_cap == -1 and run.stats.ran == 21
     summary = run.report("completed")["summary"]
     assert "max_consecutive lifted from 2 to no cap" in summary and "at most 1.67x" in summary
     assert sum("out of reach" in r.message for r in caplog.records) == 1
@@ -153,14 +153,14 @@ def test_a_target_out_of_reach_without_any_cap_lifts_it_all_and_says_both(caplog
 
 def test_a_cap_of_zero_is_never_lifted():
     run = _run(SeaCacheConfig(speedup=3.0, max_consecutive=0), _latents(_u_profile()))
-    assert run.max_consecutive == 0 and run.stats.reused == 0
+    assert run.reuse_cap == 0 and run.stats.reused == 0
 
 
 def test_the_reuse_window_counts_in_the_lift():
     """Reuse only in steps 10..29: 15 computes outside, and one in every cap + 1 of the 20 inside; cap 2 allows
     35 / 21 = 1.67x, cap 6 is the first that allows 2x (35 / 17 = 2.06x)."""
     run = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), reuse_steps=range(10, 30))
-    assert run.max_consecutive == 6
+    assert run.reuse_cap == 6
     assert all(10 <= r.step < 30 for r in run.stats.records if r.decision == "reused")
 
 

@@ -21,7 +21,7 @@ def kept_bytes(seam: Seam, config: SeaCacheConfig, guided: bool, base_model, inp
     """Device bytes a run keeps between calls at its fullest for a model batch of ``input_shape``, in the stack's
     compute dtype: the residual history, one branch per item (and one follower per item when the run has guidance
     functions, ``guided``); under a first-block gate also each item's view of the first block, which the gate keeps
-    in that dtype (the video tokens' part of one residual at most: ``Seam.first_block``). The gate's view of a
+    in that dtype (the video tokens' part of one residual at most: ``Seam.refuse_view_conds``). The gate's view of a
     latent (float32, a latent's size) is not counted."""
     dtype = base_model.manual_cast_dtype or base_model.get_dtype()
     numel = seam.residual_numel(base_model.diffusion_model, tuple(input_shape))

@@ -88,7 +88,7 @@ def refuse_unreachable_first_block(config, seam, conds: dict) -> None:
     ``{}`` at Apply) or the run (moving context windows)."""
     if config.gate not in FIRST_BLOCK_GATES:
         return
-    if seam.first_block is None:
+    if seam.refuse_view_conds is None:
         raise ValueError(
             f"SeaCache Apply's first-block gates read the first transformer block's input, which SeaCache cannot "
             f"reach on this model (seam: {seam.name}); they serve this pack's Cosmos3, Wan, HunyuanVideo, Flux, "
@@ -100,4 +100,4 @@ def refuse_unreachable_first_block(config, seam, conds: dict) -> None:
             f"sequence-parallel run ({dist.get_world_size()} ranks) each rank holds part of its tokens. Use gate "
             f"'sea same-sigma' (or 'sea'), which reads the latent every rank holds whole."
         )
-    seam.first_block(conds)
+    seam.refuse_view_conds(conds)

@@ -104,8 +104,9 @@ class Seam:
     Apply's "auto" picks: 2 where it was measured better (the Cosmos3 architecture, README Quality), vLLM-Omni's 1
     elsewhere.
 
-    ``first_block`` is None where the seam cannot hand the first block's input to the call (the first-block gates
-    are refused there, at Apply and at run start); else the seam enters the stack with it, and ``first_block(conds)``
+    ``refuse_view_conds`` is None where the seam cannot hand the first block's view to the call (the first-block
+    gates are refused there, at Apply and at run start); else the seam enters the stack with it, and
+    ``refuse_view_conds(conds)``
     raises ValueError at run start for sampler conditioning (``guider.conds``) whose tokens its view cannot place.
     The view of one item holds at most ``residual_numel`` elements (the stack input's image tokens)."""
 
@@ -116,4 +117,4 @@ class Seam:
     attach: Callable[[object], None] = no_attach
     detach: Callable[[object], None] = no_attach
     auto_order: int = 1
-    first_block: Callable[[dict], None] | None = None
+    refuse_view_conds: Callable[[dict], None] | None = None

@@ -21,7 +21,7 @@ residuals (the ``control`` argument: ``"input"`` after double blocks, ``"output"
 residual a computed call records contains them, up to the last block's output; the last block's own entries come
 after it. So on a reused call :class:`StackInputs` lets only the last block's entries through: each counts once.
 
-Where :mod:`.first_block_inputs` knows the model's first block, the first block's patch also hands the call the
+Where :mod:`.block_views` knows the model's first block, the first block's patch also hands the call the
 first block's view of the image tokens (first-block gates decide on it there).
 """
 
@@ -32,7 +32,7 @@ import functools
 import comfy.patcher_extension
 import torch
 
-from . import first_block_inputs
+from . import block_views
 from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall, embedded_numel, exact_class_entry
 
 # (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
@@ -75,13 +75,13 @@ class BlockPatch:
     """Replacement of one block of the stack. ``first``/``last`` mark the stack's ends; ``joins`` marks the first
     single-stream block after double-stream ones (where the image tokens are located in the joint stream).
     ``inner`` is the patch another node placed on this block (None: the block itself), run wherever the block
-    would run. ``first_block`` (the first block's patch, where the model's first block is known) gives the call
+    would run. ``view`` (the first block's patch, where the model's first block is known) gives the call
     the first block's view."""
 
     def __init__(self, first: bool, last: bool, joins: bool, double_end: bool, inner=None,
-                 first_block: first_block_inputs.FirstBlockView | None = None):
+                 view: block_views.BlockView | None = None):
         self.first, self.last, self.joins, self.double_end, self.inner = first, last, joins, double_end, inner
-        self.first_block = first_block
+        self.view = view
 
     def run_block(self, args: dict, extra: dict) -> dict:
         """The block, through the other node's patch when there is one."""
@@ -94,7 +94,7 @@ class BlockPatch:
         if call is None or scratch is None:
             return self.run_block(args, extra)
         if self.first:
-            view = None if self.first_block is None else functools.partial(self.first_block, args, scratch.input_shape)
+            view = None if self.view is None else functools.partial(self.view, args, scratch.input_shape)
             predicted = call.enter(joined(args["img"]), view)
             scratch.image_slice = None
             if predicted is not None:
@@ -213,11 +213,11 @@ def seam_for(model_patcher) -> Seam | None:
     blocks = _blocks(diffusion_model, stacks)
     if not blocks:
         return None
-    reads = exact_class_entry(first_block_inputs.FAMILIES, diffusion_model)
+    reads = exact_class_entry(block_views.FAMILIES, diffusion_model)
     first_stack = getattr(diffusion_model, stacks[0][1])
     view = None
     if reads is not None and len(first_stack):
-        view = first_block_inputs.FirstBlockView(diffusion_model, reads, first_stack[0])
+        view = block_views.BlockView(diffusion_model, reads, first_stack[0])
     double_count = sum(kind == "double_block" for kind, _ in blocks)
     has_single = double_count < len(blocks)
 
@@ -231,7 +231,7 @@ def seam_for(model_patcher) -> Seam | None:
                 joins=has_single and double_count > 0 and index == double_count,
                 double_end=has_single and index == double_count - 1,
                 inner=replaced.get(key),
-                first_block=view if index == 0 else None,
+                view=view if index == 0 else None,
             )
         # registered after SeaCache's gate (the MODEL's wrappers come first in the run's options): runs inside it
         comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
@@ -241,4 +241,4 @@ def seam_for(model_patcher) -> Seam | None:
         return embedded_numel(model.get_submodule(embedding), input_shape)
 
     name = f"block stack ({type(diffusion_model).__name__}, {len(blocks)} blocks)"
-    return Seam(name, residual_numel, enter_run, first_block=None if view is None else view.refuse)
+    return Seam(name, residual_numel, enter_run, refuse_view_conds=None if view is None else view.refuse)

@@ -123,15 +123,15 @@ class WindowedStep:
 class WindowView:
     """What one window's model call sees as its gated call (the seam contract, :class:`.base.SeamCall`)."""
 
-    def __init__(self, step: WindowedStep, rows: list[int], frames: list[int]):
-        self.step, self.rows, self.frames = step, rows, frames
+    def __init__(self, windowed: WindowedStep, rows: list[int], frames: list[int]):
+        self.windowed, self.rows, self.frames = windowed, rows, frames
         self.stack_skipped: bool | None = None
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
     def guarded(self, function, *args):
         """SeaCache's step inside the window's model call, guarded by the step's call."""
-        return self.step.call.guarded(function, *args)
+        return self.windowed.call.guarded(function, *args)
 
     def enter(self, stack_in: torch.Tensor, block_view=None) -> torch.Tensor | None:
         """The window's stack output on a reused step (its frames of the extrapolated residual), else None (also
@@ -140,13 +140,13 @@ class WindowView:
         return self.guarded(self._enter, stack_in)
 
     def _enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
-        self.stack_skipped = self.step.start(stack_in, len(self.frames))
+        self.stack_skipped = self.windowed.start(stack_in, len(self.frames))
         rows = self.rows[self.row : self.row + stack_in.shape[0]]
         self.row += stack_in.shape[0]
         if not self.stack_skipped:
             self.inputs.append((rows, stack_in))
             return None
-        residual = self.step.predicted[rows][:, self.frames]
+        residual = self.windowed.predicted[rows][:, self.frames]
         return stack_in + _like(residual, stack_in).to(stack_in.dtype)
 
     def leave(self, stack_out: torch.Tensor) -> None:
@@ -155,7 +155,7 @@ class WindowView:
 
     def _leave(self, stack_out: torch.Tensor) -> None:
         rows, stack_in = self.inputs.pop(0)
-        self.step.add(rows, self.frames, _per_frame(stack_out - stack_in, len(self.frames)))
+        self.windowed.add(rows, self.frames, _per_frame(stack_out - stack_in, len(self.frames)))
 
 
 class GatedContextHandler:
@@ -191,7 +191,7 @@ class GatedContextHandler:
         return self.gate_windows(options, model, x_in, timestep, active, evaluate)
 
 
-def refuse_first_block(conds: dict) -> None:
+def refuse_block_view(conds: dict) -> None:
     """The first-block gates' run-start check under moving windows: always refused."""
     raise ValueError(
         "SeaCache Apply's first-block gates decide each model call on the first transformer block's input, but with "
@@ -210,4 +210,4 @@ def around(seam: Seam, model_options: dict) -> Seam:
         run_options[HANDLER] = GatedContextHandler(run_options[HANDLER], run.gate_windows)
 
     return replace(seam, name=f"{seam.name}, per step of moving context windows", enter_run=enter_run,
-                   first_block=None if seam.first_block is None else refuse_first_block)
+                   refuse_view_conds=None if seam.refuse_view_conds is None else refuse_block_view)

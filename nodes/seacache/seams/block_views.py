@@ -2,12 +2,12 @@
 replace patch receives (``transformer_options["patches_replace"]["dit"][("double_block", 0)]``: the block's
 arguments) and the block module itself, without changing the model: the image tokens ``[B, N, D]`` the block feeds
 the image projection of its self-attention. The published SeaCache indicator filters these
-(``seacache_core.first_block``; docs/first-block-indicator.md); the block-stack seam hands :class:`FirstBlockView`'s
+(``seacache_core.vision_tokens``; docs/first-block-indicator.md); the block-stack seam hands :class:`BlockView`'s
 view of them to first-block gates at the stack's entry.
 
 The image tokens are the first ones of the block's stream, on the patch grid of the model input. Conditioning that
 puts other tokens before them, or gives them a second timestep's modulation the arguments do not carry, is refused
-at run start (:meth:`FirstBlockView.refuse`): Wan reference latents of models with a reference embedding, HunyuanVideo
+at run start (:meth:`BlockView.refuse`): Wan reference latents of models with a reference embedding, HunyuanVideo
 ``ref_latent``, LTX-Video keyframe guides (extra latent frames), Flux and Qwen-Image reference latents with the
 ``index_timestep_zero`` method. The modulation functions check the last case again on every call.
 """
@@ -21,7 +21,7 @@ import comfy.ldm.common_dit
 import comfy.model_management
 import torch
 
-from ....seacache_core.first_block import VisionTokens, first_block_view
+from ....seacache_core.vision_tokens import VisionTokens, first_block_view
 
 
 def wan(block, args: dict) -> torch.Tensor:
@@ -158,7 +158,7 @@ def vision_grid(input_shape, patch: tuple[int, int, int]) -> tuple[int, int, int
     return tuple(-(-int(n) // p) for n, p in zip(sizes, patch))
 
 
-class FirstBlockView:
+class BlockView:
     """The first block's modulated input of one core model as the first-block gates read it, ``[B, D, T, H, W]``:
     its first tokens, on the model input's patch grid."""
 
