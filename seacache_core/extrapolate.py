@@ -134,7 +134,7 @@ class ResidualHistory:
         Order 1 follows the line through its two records at most as far past the last as they lie apart, and holds
         it beyond: a longer reach multiplies the difference of two close records, which a reuse chain longer than
         their spacing (a speed target's lifted cap) turned into the largest errors (docs/algorithm.md §6)."""
-        history = [(r.step, self._on(r, device)) for r in self._records]
+        history = [(r.step, r.residual.to(device) if r.ready is None else self._on(r, device)) for r in self._records]
         if self.order == 1 and len(history) == 2:
             step = min(step, 2 * history[1][0] - history[0][0])
         predicted = extrapolate_residual(history, step, self.order).to(dtype)

@@ -39,7 +39,8 @@ class BranchState:
     """What the run remembers of one branch (cond, uncond, or a batch entry with its own conditioning):
     ``indicator`` is the gate's view of the branch's latent (or first block's input) at ``last_step``
     (:class:`.sea_filter.Indicator`) and ``indicator_dtype`` the dtype of the tensor it came from (a dtype change
-    makes the distance +inf)."""
+    makes the distance +inf). A state exists once its branch committed a computed call, so ``history`` is never
+    empty."""
 
     history: ResidualHistory
     indicator: torch.Tensor | None = None
@@ -251,7 +252,9 @@ class SeaCacheRun:
         self.reuse_steps = range(self.steps) if reuse_steps is None else reuse_steps
         self.lock = threading.Lock()
         self.gains = GainCache()
-        self.indicator = Indicator(config.gate, config.sound_weight)
+        self.indicator = Indicator(config.gate, config.sound_weight, config.power)
+        self.schedule_steps = {s: self.step_of(s) for s in self.sigmas[: self.steps]}  # no search on the schedule
+        self.alone = not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
         self.states: dict[Hashable, BranchState] = {}
         self.stats = RunStats()
         self.speed: SpeedController | None = None
@@ -323,45 +326,24 @@ class SeaCacheRun:
                     raise ValueError(f"got {len(keys)} keys for a batch of {latent.shape[0]}"
                                      + ("" if sound is None else f" and a sound batch of {sound.shape[0]}"))
                 groups = _group(keys)
-                views, sigma, distances = self._measure(latent, sigma, filter_sigma, groups, sound)
-                step = self.step_of(sigma)
+                previous = {key: self.states[key].indicator for key in groups
+                            if key in self.states and self.states[key].indicator_dtype == latent.dtype}
+                views, sigma, distances = self.indicator.measure(latent, sigma, filter_sigma, groups, previous,
+                                                                 self.gains, sound)
+                step = self.schedule_steps[sigma] if sigma in self.schedule_steps else self.step_of(sigma)
                 plans = self._plan(groups, views, distances, step, sigma)
                 wanted = all(not plan.frozen and plan.reason is None for plan in plans)
                 agreed = True
-                reuse = agreed_reuse(wanted, latent.device)
+                reuse = wanted if self.alone else agreed_reuse(wanted, latent.device)
             except Exception:
-                if not agreed:
-                    agreed_reuse(False, latent.device)  # this rank's part in the call's agreement (no-op alone)
+                if not (agreed or self.alone):
+                    agreed_reuse(False, latent.device)  # this rank's part in the call's agreement
                 raise
         forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
         reason = None if reuse else ("other_rank" if wanted else forced[0] if forced else "threshold")
         distance = max((p.distance for p in plans if p.distance is not None), default=None)
         accumulated = max((p.accumulated for p in plans if p.accumulated is not None), default=None)
         return Verdict(reuse, reason, step, sigma, distance, accumulated, tuple(plans), len(keys), latent.dtype)
-
-    def _measure(self, latent: torch.Tensor, sigma, filter_sigma, groups: dict, sound: torch.Tensor | None):
-        """``(views, sigma, distances)``: the gate's view of each branch, the call's sigma as a host float, and the
-        distance of each branch that has a previous view of this dtype, sigma and distances read in one host read
-        (float64 keeps the decisions those of the host float). The filter's exponent is the configured one, else 3
-        for a video (and for the first block's tokens, as the published indicator filters them), 2 for one frame."""
-        if latent.ndim not in (4, 5):
-            raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
-        power = 3.0 if latent.ndim == 5 and (latent.shape[2] > 1 or self.indicator.reads_first_block) else 2.0
-        power = power if self.config.power is None else float(self.config.power)
-        at = (sigma if filter_sigma is None else filter_sigma, power,
-              (-3, -2, -1) if latent.ndim == 5 else (-2, -1), self.gains)
-        with torch.no_grad():
-            observed, shapes = self.indicator.observe(latent, at, sound)
-            views = {key: observed[index_of(items)] for key, items in groups.items()}
-            measured = {key: self.indicator.distances(views[key], self.states[key].indicator, at, shapes).mean()
-                        for key in groups if key in self.states and self.states[key].indicator_dtype == latent.dtype}
-        values = [] if not isinstance(sigma, torch.Tensor) else [sigma.reshape(1).to(latent.device, torch.float64)]
-        if measured:
-            values.append(torch.stack(list(measured.values())).to(torch.float64))
-        read = torch.cat(values).tolist() if values else []  # the call's one host read
-        if isinstance(sigma, torch.Tensor):
-            sigma, *read = read
-        return views, float(sigma), dict(zip(measured, read))
 
     def _plan(self, groups: dict, views: dict, distances: dict, step: int | None, sigma: float) -> list[BranchPlan]:
         """Each branch's plan at ``step`` (None: off the schedule, frozen): a repeat, a compute the rule forces
@@ -377,7 +359,7 @@ class SeaCacheRun:
             if kind == REPEAT:
                 plans.append(BranchPlan(key, items, frozen=False, reason="repeat", repeat=True, indicator=views[key]))
                 continue
-            no_history = state is None or state.indicator is None or len(state.history) == 0
+            no_history = state is None or state.indicator is None  # a state's history is never empty
             reason = forced_reason(self.config, step, self.steps, 0 if state is None else state.consecutive,
                                    self.reuse_cap, step in self.reuse_steps, kind == RESET, no_history)
             plans.append(BranchPlan(key, items, frozen=False, reason=reason, reset=kind == RESET,
@@ -418,7 +400,7 @@ class SeaCacheRun:
         if len(keys) != len(leaders):
             raise ValueError(f"got {len(keys)} keys and {len(leaders)} leaders")
         groups, leader_of, sigma = _group(keys), dict(zip(keys, leaders)), float(sigma)
-        step = self.step_of(sigma)
+        step = self.schedule_steps[sigma] if sigma in self.schedule_steps else self.step_of(sigma)
         plans = []
         with self.lock:
             for key, items in groups.items():

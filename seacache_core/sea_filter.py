@@ -160,27 +160,48 @@ class Indicator:
     the distance is ``(video + weight * sound) / (1 + weight)``, the sound's taken on both sound latents filtered
     along time at the current sigma."""
 
-    def __init__(self, gate: str, sound_weight: float = 0.0):
+    def __init__(self, gate: str, sound_weight: float = 0.0, power: float | None = None):
         self.filter_at_own_sigma = gate in ("sea", "first_block")
         self.reads_first_block = gate in FIRST_BLOCK_GATES
         self.sound_weight = sound_weight
+        self.power = power
 
-    def observe(self, latent: torch.Tensor, at: tuple, sound: torch.Tensor | None = None):
-        """What the branches keep of this call's latent (a new tensor; [B, ...]) and None; with a sound latent, the
-        video's and the sound's views flattened per item and joined, and their shapes."""
-        kept = latent.dtype if self.reads_first_block else torch.float32
-        if self.filter_at_own_sigma:
-            video = sea_filter_float32(latent, *at).to(kept)
-        else:
-            video = latent.detach().to(kept, copy=True)
-        if sound is None or self.sound_weight <= 0:
-            return video, None
-        shapes = (video.shape[1:], sound.shape[1:])
-        return torch.cat((video.flatten(1), sound.detach().float().flatten(1)), 1), shapes
+    def measure(self, latent: torch.Tensor, sigma, filter_sigma, groups: dict, previous: dict,
+                gains: GainCache, sound: torch.Tensor | None = None):
+        """``(views, sigma, distances)`` of one call: the view each branch keeps of ``latent`` [B, ...] (``groups``:
+        branch -> its items; with a sound latent, the video's and the sound's views flattened per item and joined),
+        the call's sigma as a host float, and each branch's distance to its view in ``previous``; sigma and the
+        distances are read in one host read, in float64 (the decisions of the host float). The filter's exponent is
+        ``power``, else 3 for a video (and for the first block's tokens, as the published indicator filters them),
+        2 for one frame."""
+        if latent.ndim not in (4, 5):
+            raise ValueError(f"latent must be [B, C, T, H, W] or [B, C, H, W], got shape {tuple(latent.shape)}")
+        power = 3.0 if latent.ndim == 5 and (latent.shape[2] > 1 or self.reads_first_block) else 2.0
+        at = (sigma if filter_sigma is None else filter_sigma, power if self.power is None else float(self.power),
+              (-3, -2, -1) if latent.ndim == 5 else (-2, -1), gains)
+        with torch.no_grad():
+            kept = latent.dtype if self.reads_first_block else torch.float32
+            if self.filter_at_own_sigma:
+                observed = sea_filter_float32(latent, *at).to(kept)
+            else:
+                observed = latent.detach().to(kept, copy=True)
+            shapes = None
+            if sound is not None and self.sound_weight > 0:
+                shapes = (observed.shape[1:], sound.shape[1:])
+                observed = torch.cat((observed.flatten(1), sound.detach().float().flatten(1)), 1)
+            views = {key: observed[index_of(items)] for key, items in groups.items()}
+            measured = {key: self.distances(views[key], view, at, shapes).mean() for key, view in previous.items()}
+        values = [] if not isinstance(sigma, torch.Tensor) else [sigma.reshape(1).to(latent.device, torch.float64)]
+        if measured:
+            values.append(torch.stack(list(measured.values())).to(torch.float64))
+        read = torch.cat(values).tolist() if values else []  # the call's one host read
+        if isinstance(sigma, torch.Tensor):
+            sigma, *read = read
+        return views, float(sigma), dict(zip(measured, read))
 
     def distances(self, current: torch.Tensor, previous: torch.Tensor, at: tuple, shapes=None) -> torch.Tensor:
-        """Per-item distance of this call's view to the previous one, without a host sync (``shapes``: those
-        :meth:`observe` gave with a sound latent). [B]"""
+        """Per-item distance of this call's view to the previous one, without a host sync (``shapes``: the video's
+        and the sound's view shapes where :meth:`measure` joined them). [B]"""
         if current.shape != previous.shape or current.device != previous.device:
             return item_distances(current, previous)  # +inf: a changed input computes
         if shapes is not None:

@@ -2,7 +2,7 @@
 
 Each host read of a device value waits for the GPU's queue. Through the plain-torch host
 (``seacache_testing/seacache_host.py``) a call reads once for its sigma and prompt tokens (``cosmos3/model.py``) and once
-for the gate's decision (``seacache_core/run.py``, the distances of all branches together); the first call has no
+for the gate's decision (``seacache_core/sea_filter.py``, the distances of all branches together); the first call has no
 distance to read, and the text pathway reads its prompt lengths once per run. CPU residual storage adds no read:
 its copies go to host buffers allocated once per run (``non_blocking`` on a GPU).
 """
@@ -64,9 +64,9 @@ def test_the_counter_sees_device_reads_and_not_host_ones():
 def test_one_read_for_the_gate_and_one_for_the_call_per_model_call(storage):
     per_file, run, _ = cached_run(storage)
     assert run.stats.reused > 0 and run.stats.calls == STEPS
-    assert per_file["seacache_core/run.py"] == STEPS - 1  # every call but the first reads its distances once
+    assert per_file["seacache_core/sea_filter.py"] == STEPS - 1  # every call but the first reads its distances once
     assert per_file["cosmos3/model.py"] == STEPS + 1  # sigma and tokens once per call, prompt lengths once per run
-    assert set(per_file) == {"seacache_core/run.py", "cosmos3/model.py"}
+    assert set(per_file) == {"seacache_core/sea_filter.py", "cosmos3/model.py"}
 
 
 @pytest.mark.parametrize("order", [1, 2])
@@ -115,5 +115,5 @@ def test_a_device_sigma_decides_exactly_as_a_host_one_in_one_read_per_call(gate_
     assert [vars(r) for r in device.stats.records] == [vars(r) for r in host.stats.records]
     for on_device, on_host in zip(device_indicators, host_indicators):
         assert all(torch.equal(a, b) for a, b in zip(on_device, on_host))
-    assert device_reads == {"seacache_core/run.py": calls}  # the sigma with the distances, every call
-    assert host_reads["seacache_core/run.py"] < calls  # the host path reads distances only, when a branch has any
+    assert device_reads == {"seacache_core/sea_filter.py": calls}  # the sigma with the distances, every call
+    assert host_reads["seacache_core/sea_filter.py"] < calls  # the host path reads distances only, when a branch has any

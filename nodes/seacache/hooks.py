@@ -137,12 +137,6 @@ class SamplingRun:
         self.guidance_calls = self.guidance_followed = self.guidance_reused = 0
         self.stopped: str | None = None
 
-    def is_guidance_call(self, transformer_options: dict) -> bool:
-        """Whether a model call belongs to guidance rather than to the sampler's step: made inside a guidance
-        function, or with other replacement patches than the run's (e.g. skip-layer guidance)."""
-        return transformer_options.get(GUIDANCE_OPTION, False) or \
-            options_signature(transformer_options) != self.patches_signature
-
     def stop_caching(self, error: Exception, step: int | None = None) -> None:
         """SeaCache's own code raised during sampling (in the call at ``step`` when known): every later call of this
         run computes whole. Logged once."""
@@ -170,22 +164,27 @@ class SamplingRun:
         return keys[:batch]
 
     def start_call(self, transformer_options: dict, base_model, x: torch.Tensor, t: torch.Tensor,
-                   keys: list | None = None) -> Call | None:
-        """The call on the sampler's latent ``x`` at timestep ``t``, decided on the latent in the flow convention the
-        SEA filter assumes (an audio-video latent's sound stream with it, scaled alike), or under a first-block gate
-        pending until the seam enters the stack (decided there on the first block's input, filtered at the same flow
-        sigma); ``keys`` name the branch of each item (default: from the call's conditioning entries). None when the
-        call must run whole (counted): SeaCache stopped caching in this run, or the decision raises now (caching
-        stops). A sequence-parallel run's ranks still agree on it."""
+                   key_options: dict | None = None) -> tuple[Call | None, bool]:
+        """``(call, guidance)`` for a model call on the sampler's latent ``x`` at timestep ``t``. A call that belongs
+        to guidance rather than to the sampler's step (made inside a guidance function, or with other replacement
+        patches than the run's, e.g. skip-layer guidance) is not started here: ``(None, True)``. Else the call is
+        decided on the latent in the flow convention the SEA filter assumes (an audio-video latent's sound stream
+        with it, scaled alike), or under a first-block gate pending until the seam enters the stack (decided there
+        on the first block's input, filtered at the same flow sigma); its branches are named from the conditioning
+        entries of ``key_options`` (default: the call's). The call is None when it must run whole (counted):
+        SeaCache stopped caching in this run, or the decision raises now (caching stops). A sequence-parallel run's
+        ranks still agree on it."""
+        if transformer_options.get(GUIDANCE_OPTION, False) or \
+                options_signature(transformer_options) != self.patches_signature:
+            return None, True
         call = None
         if self.stopped is not None:
             agreed_reuse(False, x.device)  # the other ranks of a sequence-parallel run agree on this call too
         else:
             try:
                 latent, sound, sigma, filter_sigma = gate_input(base_model, x, t)
-                if keys is None:
-                    with self.lock:
-                        keys = self.branch_keys(transformer_options, x.shape[0])
+                with self.lock:
+                    keys = self.branch_keys(key_options or transformer_options, x.shape[0])
                 if self.gate.indicator.reads_first_block:  # decided where the seam enters the stack
                     call = self.gate.pending(sigma, keys, filter_sigma)
                 else:
@@ -195,7 +194,7 @@ class SamplingRun:
         if call is None:
             with self.lock:
                 self.uncached_calls += 1
-        return call
+        return call, False
 
     def start_follower(self, transformer_options: dict, x: torch.Tensor, t: torch.Tensor) -> Call | None:
         """For a guidance call with other replacement patches than the run's (a skip-layer pass), the call following
@@ -222,12 +221,8 @@ class SamplingRun:
         conditioning lists (one branch per list and item, named as the sampler's calls name theirs):
         ``evaluate(call)`` evaluates the step's windows, with ``call`` None where they run plainly (a guidance
         step, or SeaCache stopped caching)."""
-        if self.is_guidance_call(transformer_options):
-            return evaluate(None)
-        with self.lock:
-            keys = self.branch_keys({"cond_or_uncond": active, "uuids": [("conditioning list", i) for i in active]},
-                                    len(active) * x_in.shape[0])
-        call = self.start_call(transformer_options, base_model, torch.cat([x_in] * len(active)), t, keys)
+        lists = {"cond_or_uncond": active, "uuids": [("conditioning list", i) for i in active]}
+        call, _ = self.start_call(transformer_options, base_model, torch.cat([x_in] * len(active)), t, lists)
         if call is None:
             return evaluate(None)
         out = evaluate(call)
@@ -274,13 +269,12 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
         return executor(x, t, c_concat, c_crossattn, control, transformer_options, **kwargs)
     base_model = executor.class_obj
     windowed = transformer_options.get(WINDOWED_STEP_OPTION)
-    guidance = windowed is None and run.is_guidance_call(transformer_options)
     if windowed is not None:
-        call = windowed.view(transformer_options, x)
-    elif guidance:
-        call = run.start_follower(transformer_options, x, t)
+        call, guidance = windowed.view(transformer_options, x), False
     else:
-        call = run.start_call(transformer_options, base_model, x, t)
+        call, guidance = run.start_call(transformer_options, base_model, x, t)
+        if guidance:
+            call = run.start_follower(transformer_options, x, t)
     if call is None:
         if guidance:
             run.end_call(None, guidance=True)
