@@ -1,7 +1,4 @@
-"""SeaCache core: the spectral-evolution-aware step cache, independent of ComfyUI (torch and stdlib only).
-
-docs/algorithm.md describes what this package implements, section by section.
-"""
+"""SeaCache's algorithm, torch only (docs/algorithm.md)."""
 
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory, extrapolate_residual

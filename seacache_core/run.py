@@ -1,14 +1,5 @@
-"""One SeaCache run: the gate of docs/algorithm.md §5-7 over one sampling run.
-
-A host creates a :class:`SeaCacheRun` at run start with the run's sigma schedule. For each call of the skippable
-stack it asks :meth:`SeaCacheRun.decide` for a :class:`Verdict` (the stack's noisy latent, the call's sigma, one
-branch key per batch item), then either adds :meth:`SeaCacheRun.predict`'s residual or runs the stack and hands its
-residual to :meth:`SeaCacheRun.commit`. The run makes every state change: branch states, speed control, statistics.
-A :class:`Call` carries a verdict into the model for a seam: it enters the stack (the predicted output on a reused
-call) and leaves it (the residual is committed). Under a gate that reads the first block's input
-(``sea_filter.FIRST_BLOCK_GATES``) the host creates the call with :meth:`SeaCacheRun.pending`: it is decided when
-the seam enters the stack with that input.
-"""
+"""One sampling run of the gate (docs/algorithm.md §5-7): decide gives each call's Verdict, predict or commit applies
+it; the run makes every state change. A Call carries a verdict to a seam (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -27,20 +18,13 @@ from .sea_filter import GainCache, Indicator, index_of
 from .speed import SpeedController
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
-# How a call relates to its branch's previous on-schedule call.
-NEW = "new"  # the branch has no state yet
-NEXT = "next"  # the adjacent step of the same run
-REPEAT = "repeat"  # the same step again (a second evaluation at one sigma)
-RESET = "reset"  # a non-adjacent step, or sigma went up (a new run)
+NEW, NEXT, REPEAT, RESET = "new", "next", "repeat", "reset"  # a call's relation to its branch's previous one
 
 
 @dataclass
 class BranchState:
-    """What the run remembers of one branch (cond, uncond, or a batch entry with its own conditioning):
-    ``indicator`` is the gate's view of the branch's latent (or first block's input) at ``last_step``
-    (:class:`.sea_filter.Indicator`) and ``indicator_dtype`` the dtype of the tensor it came from (a dtype change
-    makes the distance +inf). A state exists once its branch committed a computed call, so ``history`` is never
-    empty."""
+    """What the run keeps of one branch: its gate view (of the latent or the first block's input) at ``last_step``, that
+    view's source dtype, and the history, which is never empty (a state exists once its branch computed)."""
 
     history: ResidualHistory
     indicator: torch.Tensor | None = None
@@ -53,13 +37,8 @@ class BranchState:
 
 @dataclass
 class BranchPlan:
-    """What a verdict holds for one branch; the run applies it when the call is committed.
-
-    ``frozen`` branches (off-schedule evaluations) keep their state untouched. A ``repeat`` branch (a second
-    evaluation at the step it already saw, as Heun's corrector makes) computes and refreshes only that step's view
-    and residual, so the next step compares with and extrapolates from the latest evaluation. ``reason`` is why the
-    branch must compute, None when it alone would reuse; ``accumulated`` is set only where the distance was
-    accumulated."""
+    """A verdict's plan for one branch, applied at commit: ``frozen`` keeps its state, ``repeat`` refreshes only the
+    step's view and residual; ``reason`` is why it computes (None: it would reuse)."""
 
     key: Hashable
     items: tuple[int, ...]
@@ -74,12 +53,8 @@ class BranchPlan:
 
 @dataclass(eq=False)
 class Verdict:
-    """The run's decision for one gated call (:meth:`SeaCacheRun.decide`, :meth:`SeaCacheRun.follow`).
-
-    ``reuse`` is True only when every branch may reuse (and, in a sequence-parallel run, every rank). ``reason``
-    says why the call computes, None on reuse (docs/algorithm.md §7 lists the reasons). ``distance`` and
-    ``accumulated`` are maxima over the branches. ``follows`` marks a guidance pass that follows its leaders'
-    decision (no record of its own). ``committed``: the run has the call's outcome (set by the run)."""
+    """The decision for one gated call: ``reuse`` only if every branch (and rank) may; ``reason`` why it computes;
+    ``distance`` and ``accumulated`` are branch maxima; ``committed`` is set by the run."""
 
     reuse: bool
     reason: str | None
@@ -95,7 +70,7 @@ class Verdict:
 
 
 def relation(state: BranchState | None, step: int, sigma: float) -> str:
-    """How an on-schedule call relates to the branch's previous one (NEW, NEXT, REPEAT or RESET)."""
+    """How an on-schedule call relates to its branch's previous one: NEW, NEXT, REPEAT or RESET."""
     if state is None:
         return NEW
     if sigma > state.last_sigma:
@@ -107,10 +82,8 @@ def relation(state: BranchState | None, step: int, sigma: float) -> str:
 
 def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive: int, cap: int, in_window: bool,
                   reset: bool = False, no_history: bool = False) -> str | None:
-    """Why a branch must compute at ``step`` whatever its distance, or None when the threshold decides: the one
-    home of this rule, which the speed controller replays for the steps ahead (with no reset and a history).
-    ``cap`` is the run's cap on reuses in a row (:attr:`SeaCacheRun.reuse_cap`). Precedence: warmup, end,
-    reset, max_consecutive, no_history, window."""
+    """Why a branch computes at ``step`` whatever its distance, else None: the rule's one home, which the speed
+    controller replays."""
     if step < config.warmup_steps:
         return "warmup"
     if step >= num_steps - config.end_steps:
@@ -125,11 +98,7 @@ def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive
 
 
 def agreed_reuse(reuse: bool, device: torch.device) -> bool:
-    """``reuse`` when this process samples alone. Across the ranks of a sequence-parallel run (``torch.distributed``
-    with more than one rank; every rank samples the full latent and the attention is split), True only if every
-    rank may reuse: a rank that skipped the stack would skip the collectives inside it and hang the others. One
-    all-reduce MAX of "must compute" per gated call (on ``device`` for NCCL, on the CPU for gloo); every rank makes
-    it once per gated call, which holds when all ranks sample the same run."""
+    """``reuse`` agreed by every rank of a sequence-parallel run (one all-reduce), so none skips a collective."""
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return reuse
     where = torch.device("cpu") if dist.get_backend() == "gloo" else device
@@ -139,7 +108,7 @@ def agreed_reuse(reuse: bool, device: torch.device) -> bool:
 
 
 def _group(keys: Sequence[Hashable]) -> dict[Hashable, tuple[int, ...]]:
-    """The batch rows of each branch key, keys in order of first appearance."""
+    """The batch rows of each branch key, in order of first appearance."""
     groups: dict[Hashable, tuple[int, ...]] = {}
     for index, key in enumerate(keys):
         groups[key] = (*groups.get(key, ()), index)
@@ -148,21 +117,13 @@ def _group(keys: Sequence[Hashable]) -> dict[Hashable, tuple[int, ...]]:
 
 @dataclass(eq=False)
 class Call:
-    """A verdict carried into the model, and what the seam leaves on it between entering and leaving the stack.
-
-    The seam contract (``nodes/seacache/seams/base.py``, ``SeamCall``): :meth:`enter` with the stack input (rows
-    in batch order, all at once or item by item) returns the output to use instead of running the stack on a
-    reused call, else None; :meth:`leave` records the computed output and has the run commit the residual once
-    every row has passed. Neither raises inside the model: the first failure is kept in ``failure`` and every later
-    step does nothing, so the model's own code computes; a seam runs any other step of its own inside the model
-    through :meth:`guarded`. ``verdict`` is None until a pending call (:meth:`SeaCacheRun.pending`) is decided at
-    :meth:`enter` on the first block's view, which the seam hands over as ``block_view``. A call that never passed
-    the stack is simply dropped (the model ran whole: its output is exact)."""
+    """A verdict carried into the model with the seam's buffers (contract: ``seams/base.py`` ``SeamCall``); the first
+    failure is kept in ``failure`` and the model's own code runs, so nothing raises inside the model."""
 
     run: SeaCacheRun = field(repr=False)
     verdict: Verdict | None
-    pending: tuple | None = field(default=None, repr=False)  # decide's (sigma, keys, filter_sigma)
-    stack_skipped: bool | None = None  # decided when the stack is first entered
+    pending: tuple | None = field(default=None, repr=False)
+    stack_skipped: bool | None = None
     predicted: torch.Tensor | None = field(default=None, repr=False)
     row: int = 0
     inputs: list[torch.Tensor] = field(default_factory=list, repr=False)
@@ -170,23 +131,20 @@ class Call:
     failure: Exception | None = None
 
     def guarded(self, function, *args):
-        """``function(*args)`` inside someone else's forward; None (run the model's own code) once it or an earlier
-        step raised."""
+        """``function(*args)``, or None once it or an earlier step of this call raised."""
         if self.failure is not None:
             return None
         try:
             return function(*args)
-        except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
+        except Exception as exc:
             self.failure = exc
             return None
 
     @torch.compiler.disable
     def enter(self, stack_in: torch.Tensor,
               block_view: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        """Stack output for these rows on a reused call (input plus the extrapolated residual), else None (also once
-        SeaCache's code failed in this call: the stack then runs). ``block_view`` gives the first block's view of
-        every item, ``[B, D, T, H, W]`` (``vision_tokens.first_block_view``), on which a pending call is decided
-        here; a pending call must enter with all its rows at once."""
+        """The stack output for these rows on a reused call, else None; a pending call is decided here on
+        ``block_view()``, with all its rows at once."""
         if self.failure is not None:
             return None
         try:
@@ -204,13 +162,13 @@ class Call:
                 self.row += rows
                 return stack_in + self.predicted[self.row - rows : self.row]
             self.inputs.append(stack_in)
-        except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
+        except Exception as exc:
             self.failure = exc
         return None
 
     @torch.compiler.disable
     def leave(self, stack_out: torch.Tensor) -> None:
-        """Record the computed output of the rows entered last; commit the residual after the last row."""
+        """Keep the computed output of the rows entered last; commit the residual after the last row."""
         if self.failure is not None:
             return
         try:
@@ -224,24 +182,14 @@ class Call:
             self.inputs.clear()
             self.outputs.clear()
             self.run.commit(self.verdict, residual)
-        except Exception as exc:  # noqa: BLE001 - any failure of SeaCache's code falls back to the whole computation
+        except Exception as exc:
             self.failure = exc
 
 
 class SeaCacheRun:
-    """The gate over one sampling run: its schedule, reuse window, speed controller, branch states, statistics and
-    report, and the lock that serialises concurrent calls of the run (cond and uncond in threads on two devices);
-    each residual stays on its call's device. State is kept per branch key, so cond and uncond (separate calls or
-    batched in one) are gated alike; a call reuses only if all its branches may.
-
-    ``sigmas``: the run's schedule, ``steps + 1`` values ending at the final sigma (a call whose sigma is not one of
-    its steps is off the schedule: computed, state untouched). ``reuse_steps``: the steps where reuse may happen
-    (None: all). ``flow_sigmas``: the schedule in the flow convention, for the speed controller's prediction
-    (None: the schedule already is one).
-
-    ``reuse_cap`` is the run's cap on reuses in a row: the configured ``max_consecutive``, or, where a speed target needs it
-    (``config.speed_lifts_cap``), the smallest larger one that lets the forced computes reach the target, else -1
-    (no cap); the forced rule and the speed controller read this one."""
+    """The gate over one sampling run: schedule (``steps + 1`` sigmas; ``flow_sigmas`` in the flow convention for the
+    speed controller), reuse window, branch states, statistics, and the lock serialising its calls. ``reuse_cap`` is
+    ``max_consecutive``, or the cap a speed target lifted it to."""
 
     def __init__(self, config: SeaCacheConfig, sigmas: Sequence[float] | torch.Tensor,
                  reuse_steps: range | None = None, flow_sigmas: Sequence[float] | None = None):
@@ -253,7 +201,7 @@ class SeaCacheRun:
         self.lock = threading.Lock()
         self.gains = GainCache()
         self.indicator = Indicator(config.gate, config.sound_weight, config.power)
-        self.schedule_steps = {s: self.step_of(s) for s in self.sigmas[: self.steps]}  # no search on the schedule
+        self.schedule_steps = {s: self.step_of(s) for s in self.sigmas[: self.steps]}
         self.alone = not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
         self.states: dict[Hashable, BranchState] = {}
         self.stats = RunStats()
@@ -268,37 +216,33 @@ class SeaCacheRun:
                     self.speed.lifted_cap = (config.max_consecutive, self.reuse_cap)
 
     def step_of(self, sigma: float) -> int | None:
-        """Index of ``sigma`` among the schedule's steps, None for an evaluation off the schedule."""
+        """The step of ``sigma`` in the schedule, None off the schedule."""
         for i, s in enumerate(self.sigmas[: self.steps]):
             if math.isclose(s, sigma, rel_tol=1e-5, abs_tol=1e-7):
                 return i
         return None
 
     def forced_later(self, step: int, consecutive: int, cap: int | None = None) -> bool:
-        """Whether a later step computes whatever its distance (the speed controller's plan), under the run's cap on
-        reuses in a row or ``cap``."""
+        """Whether the rule forces a later step, under the run's cap or ``cap``."""
         cap = self.reuse_cap if cap is None else cap
         return forced_reason(self.config, step, self.steps, consecutive, cap, step in self.reuse_steps) is not None
 
     def _cap_for_target(self) -> int:
-        """The smallest cap on reuses in a row, from the configured one up, whose forced computes allow the speed
-        target over this run's steps and reuse window; -1 (no cap) when none does. A cap of 0 (never reuse) stays.
-        The speedup the forced computes allow grows with the cap, so the search is a bisection."""
+        """The smallest cap from the configured one up that reaches the speed target (bisection), -1 when none does."""
         configured = self.config.max_consecutive
-        reaches = lambda cap: self.speed.reaches(self.steps, lambda step, run: self.forced_later(step, run, cap))  # noqa: E731
+        reaches = lambda cap: self.speed.reaches(self.steps, lambda step, run: self.forced_later(step, run, cap))
         if configured in (-1, 0) or configured >= self.steps or reaches(configured):
-            return configured  # no cap, never reuse, a cap no run of these steps meets, or one that allows the target
-        if not reaches(self.steps):  # a cap of `steps` is no cap
+            return configured
+        if not reaches(self.steps):
             return -1
-        low, high = configured, self.steps  # low does not reach the target, high does
+        low, high = configured, self.steps
         while high - low > 1:
             middle = (low + high) // 2
             low, high = (low, middle) if reaches(middle) else (middle, high)
         return high
 
     def new_history(self) -> ResidualHistory:
-        """A new branch's residual history for the configured forecaster; the Chebyshev fit maps this run's steps
-        onto [-1, 1] and fits what the Newton extrapolation misses (docs/spectrum.md)."""
+        """A new branch's residual history for the configured forecaster."""
         config = self.config
         if config.forecaster == "newton":
             return ResidualHistory(config.order, config.residual_storage)
@@ -309,15 +253,9 @@ class SeaCacheRun:
     @torch.compiler.disable
     def decide(self, latent: torch.Tensor, sigma: float | torch.Tensor, keys: Sequence[Hashable],
                filter_sigma: float | torch.Tensor | None = None, sound: torch.Tensor | None = None) -> Verdict:
-        """The call's verdict: measure, plan each branch, agree; no state changes until it is committed.
-
-        ``latent`` [B, C, T, H, W] or [B, C, H, W] is what the stack's model call sees, ``keys[i]`` the branch of
-        item i. ``sigma`` is a float, or a one-value tensor on the latent's device read together with the distances
-        (one host read per call). ``filter_sigma`` is the noise level in the flow convention the SEA filter assumes
-        (latent = (1 - s) x0 + s eps); None: ``sigma`` is one. ``sound``: the call's sound latent of an audio-video
-        model ([B, C, T, ...], time on dim 2), read with the video when ``config.sound_weight`` > 0. In a
-        sequence-parallel run the verdict is agreed across ranks; a call that raises before agreeing still takes
-        its part ("compute"), so the ranks' collectives stay matched."""
+        """The call's verdict: measure, plan each branch, agree; nothing changes until it is committed. ``sigma`` may be
+        a one-value device tensor (read with the distances); ``filter_sigma`` is the flow sigma the filter assumes
+        (None: ``sigma``). A rank that raises before agreeing still takes its part in the agreement."""
         agreed = False
         with self.lock:
             try:
@@ -337,7 +275,7 @@ class SeaCacheRun:
                 reuse = wanted if self.alone else agreed_reuse(wanted, latent.device)
             except Exception:
                 if not (agreed or self.alone):
-                    agreed_reuse(False, latent.device)  # this rank's part in the call's agreement
+                    agreed_reuse(False, latent.device)
                 raise
         forced = [plan.reason for plan in plans if plan.reason not in (None, "threshold")]
         reason = None if reuse else ("other_rank" if wanted else forced[0] if forced else "threshold")
@@ -346,9 +284,8 @@ class SeaCacheRun:
         return Verdict(reuse, reason, step, sigma, distance, accumulated, tuple(plans), len(keys), latent.dtype)
 
     def _plan(self, groups: dict, views: dict, distances: dict, step: int | None, sigma: float) -> list[BranchPlan]:
-        """Each branch's plan at ``step`` (None: off the schedule, frozen): a repeat, a compute the rule forces
-        (:func:`forced_reason`), else its accumulated distance against the threshold (the speed controller's under
-        a speedup target)."""
+        """Each branch's plan at ``step``: off the schedule, a repeat, forced, or its accumulated distance against the
+        threshold (the speed controller's under a target)."""
         plans = []
         for key, items in groups.items():
             state = self.states.get(key)
@@ -359,7 +296,7 @@ class SeaCacheRun:
             if kind == REPEAT:
                 plans.append(BranchPlan(key, items, frozen=False, reason="repeat", repeat=True, indicator=views[key]))
                 continue
-            no_history = state is None or state.indicator is None  # a state's history is never empty
+            no_history = state is None or state.indicator is None
             reason = forced_reason(self.config, step, self.steps, 0 if state is None else state.consecutive,
                                    self.reuse_cap, step in self.reuse_steps, kind == RESET, no_history)
             plans.append(BranchPlan(key, items, frozen=False, reason=reason, reset=kind == RESET,
@@ -374,8 +311,7 @@ class SeaCacheRun:
         return plans
 
     def _speed_threshold(self, groups, distances: dict[Hashable, float], step: int) -> float:
-        """The speed controller's threshold for this call: its accumulated distance and reuses in a row are the
-        maxima over its branches (+inf for a branch without a previous step)."""
+        """The speed controller's threshold, on the call's branch maxima."""
         states = [self.states.get(key) for key in groups]
         accumulated = max(s.accumulated + distances.get(k, math.inf) if s else math.inf for k, s in zip(groups, states))
         consecutive = max(s.consecutive if s else 0 for s in states)
@@ -383,19 +319,13 @@ class SeaCacheRun:
 
     def pending(self, sigma: float | torch.Tensor, keys: Sequence[Hashable],
                 filter_sigma: float | torch.Tensor | None = None) -> Call:
-        """A call of a first-block gate, decided when the seam enters the stack with the first block's view
-        (:meth:`Call.enter`), on that view as :meth:`decide` decides on a latent; the arguments are :meth:`decide`'s.
-        Nothing is read or changed until then."""
+        """A first-block gate's call, decided when the seam enters the stack with the view."""
         return Call(self, None, pending=(sigma, list(keys), filter_sigma))
 
     @torch.compiler.disable
     def follow(self, keys: Sequence[Hashable], leaders: Sequence[Hashable], sigma: float) -> Verdict:
-        """A pass that follows another branch's call of the same step (a skip-layer guidance pass follows the call
-        of its conditioning): follower ``keys[i]`` reuses from its own residual history exactly when its leader
-        ``leaders[i]`` reused at this step and its history continues from the previous step; otherwise it computes
-        and commits its residual. Nothing is reused where the leader computed, so a run that reuses nothing computes
-        every pass exactly. A follower whose leader the run has not seen (or a call off the schedule) computes and
-        leaves every state untouched. Followers add no statistics record."""
+        """A pass following its leaders' call of the same step (skip-layer guidance): it reuses from its own history
+        exactly when its leader reused; no record."""
         keys, leaders = list(keys), list(leaders)
         if len(keys) != len(leaders):
             raise ValueError(f"got {len(keys)} keys and {len(leaders)} leaders")
@@ -414,7 +344,7 @@ class SeaCacheRun:
                 if leader.last_step != step or leader.consecutive == 0:
                     reason = "leader_computed"
                 elif kind != NEXT or len(state.history) == 0:
-                    reason = "no_history" if kind in (NEW, NEXT) else kind  # or "repeat", "reset"
+                    reason = "no_history" if kind in (NEW, NEXT) else kind
                 else:
                     reason = None
                 plans.append(BranchPlan(key, items, frozen=False, reason=reason, reset=kind == RESET,
@@ -425,9 +355,8 @@ class SeaCacheRun:
 
     @torch.compiler.disable
     def predict(self, verdict: Verdict, like: torch.Tensor) -> torch.Tensor | None:
-        """On a reuse verdict, the extrapolated residual of every item, shaped like the stack input ``like``
-        [B, ...] (its device and dtype), with the reuse committed; None when the call must compute (no reuse, or a
-        branch's history does not fit ``like``: the host then commits the computed residual, a "fallback")."""
+        """On a reuse verdict, the extrapolated residual shaped like ``like`` (its device and dtype), the reuse
+        committed; None when the call must compute (the host then commits, a "fallback")."""
         if not verdict.reuse:
             return None
         if like.shape[0] != verdict.batch:
@@ -450,14 +379,12 @@ class SeaCacheRun:
 
     @torch.compiler.disable
     def commit(self, verdict: Verdict, residual: torch.Tensor) -> None:
-        """Record the stack residual [B, ...] (output minus input) of a computed call. The history keeps a reference
-        to it (no copy when one branch holds the whole batch): do not modify it in place afterwards."""
+        """Record a computed call's residual (output minus input); the history keeps a reference to it."""
         with self.lock:
             self._apply(verdict, residual)
 
     def _apply(self, verdict: Verdict, residual: torch.Tensor | None) -> None:
-        """Apply the verdict's branch plans, count the call for the speed controller and append its record (under
-        the lock); ``residual`` None: the predicted residual was applied."""
+        """Apply the verdict: branch states, the speed controller's count, the record (under the lock)."""
         if verdict.committed:
             raise RuntimeError("this call was committed already")
         computed = residual is not None or not verdict.reuse
@@ -499,9 +426,7 @@ class SeaCacheRun:
                                              kind, reason, branches))
 
     def report(self, status: str) -> dict:
-        """JSON report for displays (Stats node, browser, demo): the statistics plus the run's status ("completed" or
-        "failed"), threshold (None under a speedup target, whose controller sets it per step), step count and a
-        text summary (which names a cap the speed target lifted)."""
+        """The run's JSON report: statistics, status, threshold (None under a speed target), steps, summary."""
         summary = self.stats.summary()
         if self.speed is not None:
             summary += "\n" + self.speed.summary(self.stats.calls, self.stats.ran)
@@ -510,6 +435,6 @@ class SeaCacheRun:
                 "speedup_target": self.config.speed_target}
 
     def release(self) -> None:
-        """Free every view, residual and cached gain (end of run); the statistics stay readable."""
+        """Free every view, residual and cached gain; the statistics stay."""
         self.states.clear()
         self.gains.clear()

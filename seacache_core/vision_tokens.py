@@ -1,14 +1,5 @@
-"""The published SeaCache indicator: the first transformer block's timestep-modulated input, on the vision tokens
-only, SEA-filtered over their (T, H, W) grid (docs/first-block-indicator.md states what diffusers and the official
-scripts capture, and where each host reaches that tensor).
-
-The host hands over the tensor the first block would feed its attention (``norm1(x) * (1 + scale) + shift`` on
-adaLN models; ``input_layernorm_moe_gen(x)`` on Cosmos3, which adds its time embedding to the tokens instead) as
-tokens ``[B, N, D]``, and says where the vision tokens sit (:class:`VisionTokens`). :func:`first_block_view` lays
-them out as a video of ``D`` channels, ``[B, D, T, H, W]``: the shape every SeaCache gate reads. The gates
-``"first_block"`` and ``"first_block_same_sigma"`` decide on this view (``SeaCacheRun.pending``: the call is decided
-when the host's seam enters the stack with it).
-"""
+"""The published SeaCache indicator's tensor: the first block's timestep-modulated input on the vision tokens, laid out
+as a video of its channels ``[B, D, T, H, W]``, the shape every gate reads (docs/first-block-indicator.md)."""
 
 from __future__ import annotations
 
@@ -22,12 +13,8 @@ from .sea_filter import index_of
 
 @dataclass(frozen=True)
 class VisionTokens:
-    """Where a call's vision tokens sit in the first block's input ``[B, N, D]``.
-
-    ``grid`` is their (T, H, W) token grid, stored frame by frame and row by row from token ``start`` on (the
-    order every patch embedding of the supported models produces). ``noisy_frames`` names the frames the indicator
-    reads (ascending); None reads them all. diffusers leaves conditioned (clean) frames out, so an image-to-video
-    call reads frames 1..T-1 of a T-frame grid.
+    """Where a call's vision tokens sit in the first block's input ``[B, N, D]``: a (T, H, W) ``grid`` stored frame by
+    frame from token ``start``; ``noisy_frames`` the frames read (None: all; diffusers leaves conditioned frames out).
     """
 
     grid: tuple[int, int, int]
@@ -52,7 +39,7 @@ class VisionTokens:
 
     @property
     def count(self) -> int:
-        """Vision tokens in the sequence (all frames)."""
+        """Vision tokens in the sequence."""
         return math.prod(self.grid)
 
     @property
@@ -62,9 +49,8 @@ class VisionTokens:
 
 
 def first_block_view(modulated: torch.Tensor, tokens: VisionTokens) -> torch.Tensor:
-    """The vision tokens of ``modulated`` ``[B, N, D]`` as a video ``[B, D, T', H, W]`` of the frames read, in the
-    input's dtype and device (a view unless ``noisy_frames`` skips frames in between). ValueError when the tokens
-    do not fit the sequence."""
+    """The vision tokens of ``modulated`` ``[B, N, D]`` as ``[B, D, T', H, W]`` (a view unless frames are skipped in
+    between); ValueError when they do not fit the sequence."""
     if modulated.ndim != 3:
         raise ValueError(f"the first block's input must be tokens [B, N, D], got shape {tuple(modulated.shape)}")
     end = tokens.start + tokens.count
@@ -81,10 +67,8 @@ def first_block_view(modulated: torch.Tensor, tokens: VisionTokens) -> torch.Ten
 
 def noisy_frames_view(modulated: torch.Tensor, grid: tuple[int, int, int],
                       frame_is_clean: torch.Tensor) -> torch.Tensor:
-    """:func:`first_block_view` of the video tokens that open ``modulated`` ``[B, N, D]`` on the token ``grid``,
-    without the frames ``frame_is_clean`` ``[B, T]`` flags in any item (diffusers reads the noisy frames only; a
-    frame conditioned in one item is left out of all, so the items share one grid). Reads the flags to the host.
-    ValueError when every frame is conditioned."""
+    """:func:`first_block_view` of the video tokens opening ``modulated`` without the frames ``frame_is_clean`` ``[B,
+    T]`` flags in any item (one host read); ValueError when every frame is conditioned."""
     clean = frame_is_clean.any(dim=0).tolist()
     noisy = tuple(frame for frame, given in enumerate(clean) if not given)
     if not noisy:

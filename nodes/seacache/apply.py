@@ -1,5 +1,4 @@
-"""SeaCache Apply: patch a MODEL clone so each step's expensive stack may be skipped (the seam per model
-family lives in :mod:`.seams`)."""
+"""SeaCache Apply: a MODEL clone whose steps may skip their expensive stack."""
 
 from __future__ import annotations
 
@@ -30,14 +29,13 @@ EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__
 
 
 def choice_label(choices: dict, value) -> str:
-    """The option of ``choices`` that stands for the config value ``value``, so a combo's default is a config default."""
+    """The option of ``choices`` standing for the config value ``value``."""
     return next(label for label, choice in choices.items() if choice == value)
 
 
 def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
-    """A clone of ``model`` with SeaCache's wrappers (replacing an earlier application); ``model`` is untouched.
-    Bad models and other step caches fail here, before sampling; the seam is chosen again at run start for the
-    final MODEL. ``seam_order`` takes the seam's residual order instead of the one in ``settings``."""
+    """A clone of ``model`` with SeaCache's wrappers, replacing an earlier application; bad models and other caches fail
+    here. ``seam_order`` takes the seam's Newton order."""
     patched = model.clone()
     remove_seacache(patched)
     refuse_other_caches(patched, patched.model_options)
@@ -46,7 +44,7 @@ def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
     refuse_unreachable_first_block(settings.config, seam, {})
     if seam_order:
         settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, order=seam.auto_order))
-    schedule_in_flow(patched.model.model_sampling, [0.5])  # rejects sampling types that are no noise schedule
+    schedule_in_flow(patched.model.model_sampling, [0.5])  # refuses sampling types that are no noise schedule
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
     for wrapper_type, wrapper in (
         (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),
@@ -58,8 +56,7 @@ def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
 
 
 class SeaCacheApply(io.ComfyNode):
-    """Spectral-evolution-aware step cache for Cosmos3 and ComfyUI's video/image diffusion models (training-free,
-    no calibration)."""
+    """Spectral-evolution-aware step cache for Cosmos3 and ComfyUI's diffusion models."""
 
     @classmethod
     def define_schema(cls):

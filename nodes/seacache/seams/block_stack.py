@@ -1,29 +1,6 @@
-"""Block-stack seam for ComfyUI core models whose transformer blocks can be replaced through
-``transformer_options["patches_replace"]["dit"]``: Wan 2.1/2.2 (``WanModel``), HunyuanVideo, LTX-Video
-(``LTXVModel``), LTX-2 (``LTXAVModel``: its blocks carry the video and the audio tokens together; the residual
-covers both), Flux and Qwen-Image.
-
-The residual is taken over the whole stack: from the image stream entering the first block to the image stream
-leaving the last one. Models with double-stream blocks followed by single-stream blocks (Flux, HunyuanVideo)
-join text and image tokens before the single blocks, in an order that differs between models and ComfyUI
-versions, so the image tokens are located in the joint stream on every computed call (they are the double
-stack's image output, unchanged by the join). On a reused call the first block returns its input plus the
-extrapolated residual and every other block passes its input through, so no block runs.
-
-The block patches are placed at run start, when every patch of the final MODEL is known: a block another node
-replaces (``patches_replace["dit"]``, before or after SeaCache Apply) keeps its patch, which SeaCache's patch
-calls on computed calls and skips with the stack on reused ones. Only the exact classes listed are patched:
-subclasses (VACE, camera, S2V, HuMo ...) add work between blocks and fall back to the diffusion-model seam.
-
-What these models add between blocks, outside the block-replace patches, is part of the stack too: ControlNet
-residuals (the ``control`` argument: ``"input"`` after double blocks, ``"output"`` after single blocks) and
-``transformer_options["patches"]["double_block"]`` model patches (DiffSynth ControlNets and the like). The
-residual a computed call records contains them, up to the last block's output; the last block's own entries come
-after it. So on a reused call :class:`StackInputs` lets only the last block's entries through: each counts once.
-
-Where :mod:`.block_views` knows the model's first block, the first block's patch also hands the call the
-first block's view of the image tokens (first-block gates decide on it there).
-"""
+"""The block-stack seam of ComfyUI's core models with ``patches_replace["dit"]`` blocks (exact classes only): the
+residual runs from the image stream entering the first block to the one leaving the last; a reused call runs no block,
+and lets ControlNet entries and block patches through once (docs/any-model.md)."""
 
 from __future__ import annotations
 
@@ -35,8 +12,7 @@ import torch
 from . import block_views
 from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall, embedded_numel, exact_class_entry
 
-# (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
-#                          the image patch embedding, whose shape gives the residual's tokens and width)
+# (module, class) -> ((patch kind, block list attribute) in execution order, the image patch embedding)
 FAMILIES = {
     ("comfy.ldm.wan.model", "WanModel"): ((("double_block", "blocks"),), "patch_embedding"),
     ("comfy.ldm.hunyuan_video.model", "HunyuanVideo"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in.proj"),
@@ -45,12 +21,9 @@ FAMILIES = {
     ("comfy.ldm.flux.model", "Flux"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in"),
     ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): ((("double_block", "transformer_blocks"),), "img_in"),
 }
-CONTROL_KINDS = {"input": "double_block", "output": "single_block"}
-"""``control`` lists of per-block residuals -> the kind of block each entry is added after."""
-PATCH_KINDS = ("double_block",)
-"""``transformer_options["patches"]`` lists these models call after each block of that kind."""
+CONTROL_KINDS = {"input": "double_block", "output": "single_block"}  # control list -> the blocks it follows
+PATCH_KINDS = ("double_block",)  # transformer_options["patches"] these models call after blocks
 SCRATCH_OPTION = "seacache_block_scratch"
-"""transformer_options key of the :class:`BlockScratch` of the current gated call."""
 
 
 def _passthrough(args: dict) -> dict:
@@ -59,10 +32,8 @@ def _passthrough(args: dict) -> dict:
 
 
 class BlockScratch:
-    """What the block seam carries from block to block within one gated call: the model input's shape
-    (``input_shape``, the image tokens' grid), where the image tokens sit in the joint text+image stream
-    (``image_slice``; None: the whole stream), the image stream leaving the double-stream blocks (``double_out``), and
-    whether the image tokens were lost in the join (``image_lost``: the call then runs whole and is not committed)."""
+    """What a gated call carries from block to block: input shape, the image tokens' place in the joint stream, the
+    double stack's output, and whether the join lost them (the call then runs whole)."""
 
     def __init__(self, input_shape: torch.Size):
         self.input_shape = input_shape
@@ -72,11 +43,8 @@ class BlockScratch:
 
 
 class BlockPatch:
-    """Replacement of one block of the stack. ``first``/``last`` mark the stack's ends; ``joins`` marks the first
-    single-stream block after double-stream ones (where the image tokens are located in the joint stream).
-    ``inner`` is the patch another node placed on this block (None: the block itself), run wherever the block
-    would run. ``view`` (the first block's patch, where the model's first block is known) gives the call
-    the first block's view."""
+    """One block's replacement: ``first``/``last`` end the stack, ``joins`` opens the single stream, ``inner`` is
+    another node's patch, ``view`` the first block's view."""
 
     def __init__(self, first: bool, last: bool, joins: bool, double_end: bool, inner=None,
                  view: block_views.BlockView | None = None):
@@ -99,7 +67,7 @@ class BlockPatch:
             scratch.image_slice = None
             if predicted is not None:
                 return {**_passthrough(args), "img": split_like(predicted, args["img"])}
-            img = args["img"]  # the recorded stack input: some blocks add to theirs in place
+            img = args["img"]  # some blocks add to their input in place
             args = {**args, "img": img.clone() if isinstance(img, torch.Tensor) else tuple(s.clone() for s in img)}
         elif call.stack_skipped:
             return _passthrough(args)
@@ -117,8 +85,7 @@ class BlockPatch:
 
 
 def joined(streams) -> torch.Tensor:
-    """One tensor per item of a block stream: the tensor itself, or for joint audio-video blocks (LTX-2: the pair
-    (video tokens, audio tokens)) both streams flattened per item and concatenated, so the residual covers both."""
+    """One tensor per item of a block stream (LTX-2's video and audio token streams flattened and joined)."""
     if isinstance(streams, torch.Tensor):
         return streams
     return torch.cat([s.reshape(s.shape[0], -1) for s in streams], dim=1)
@@ -133,13 +100,12 @@ def split_like(flat: torch.Tensor, streams):
 
 
 def _locate(joint: torch.Tensor, image: torch.Tensor | None) -> slice | None:
-    """Where the double stack's image tokens sit in the joint text+image stream (first or last tokens); None when
-    they are not found there (the call then runs whole and is not committed)."""
+    """Where the double stack's image tokens sit in the joint stream (first or last tokens), None when absent."""
     if image is None:
         return None
     n = image.shape[1]
     first, last = slice(0, n), slice(joint.shape[1] - n, joint.shape[1])
-    matches = torch.stack([(joint[:, first] == image).all(), (joint[:, last] == image).all()]).tolist()  # one host read
+    matches = torch.stack([(joint[:, first] == image).all(), (joint[:, last] == image).all()]).tolist()
     if matches[0]:
         return first
     if matches[1]:
@@ -148,8 +114,7 @@ def _locate(joint: torch.Tensor, image: torch.Tensor | None) -> slice | None:
 
 
 class StackEntries(list):
-    """A ``control`` list of per-block residuals; on a reused call, entries of blocks inside the skipped stack read
-    as None (the model then adds nothing there), only ``keep``'s (the stack's last block) still counts."""
+    """A ``control`` list whose entries inside a skipped stack read as None; ``keep`` (the last block) counts."""
 
     def __init__(self, entries, call: SeamCall, keep: int | None):
         super().__init__(entries)
@@ -174,9 +139,8 @@ class StackPatch:
 
 
 class StackInputs:
-    """APPLY_MODEL wrapper inside SeaCache's gate: gives each gated call its :class:`BlockScratch` and hands the
-    model ``control`` and block patches that count once on a reused call (see the module docstring); ``last`` is
-    the stack's last block ``(kind, number)``."""
+    """``APPLY_MODEL`` wrapper inside the gate: each call's scratch, and ``control`` entries and block patches that
+    count once on a reused call."""
 
     def __init__(self, last: tuple[str, int]):
         self.last = last
@@ -222,7 +186,8 @@ def seam_for(model_patcher) -> Seam | None:
     has_single = double_count < len(blocks)
 
     def enter_run(run_options: dict, run: RunStart) -> None:
-        """Place SeaCache's patch on every block of the run's options, wrapping the patch another node put there."""
+        """Patch every block in the run's options, wrapping another node's patch; StackInputs is added after SeaCache's
+        gate, so it runs inside it."""
         replaced = run_options.setdefault("transformer_options", {}).setdefault("patches_replace", {}).setdefault("dit", {})
         for index, key in enumerate(blocks):
             replaced[key] = BlockPatch(
@@ -233,7 +198,6 @@ def seam_for(model_patcher) -> Seam | None:
                 inner=replaced.get(key),
                 view=view if index == 0 else None,
             )
-        # registered after SeaCache's gate (the MODEL's wrappers come first in the run's options): runs inside it
         comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
                                                      StackInputs(blocks[-1]), run_options, is_model_options=True)
 

@@ -1,7 +1,5 @@
-"""Seam for this pack's Cosmos3: the generator stack (``run_gen_stack``, every layer's generator pathway over
-cached text K/V), entered and left through the model's own ``GEN_STACK_WRAPPER`` hook. A reused call runs neither
-the generator layers nor the text pathway. It reaches the first block's input: first-block gates decide on
-:func:`block_view_of` at the stack's entry."""
+"""This pack's Cosmos3 seam: the generator stack, entered and left through the model's ``GEN_STACK_WRAPPER``; a reused
+call runs neither the generator layers nor the text pathway."""
 
 from __future__ import annotations
 
@@ -18,16 +16,14 @@ NAME = "Cosmos3 generator stack (this pack)"
 
 
 def block_view_of(model, hidden: torch.Tensor, inputs) -> torch.Tensor:
-    """The first generator layer's input norm of the stack input ``hidden`` on the video tokens of the noisy frames,
-    as a video ``[B, D, T', H, W]``: what diffusers' ``first_block`` indicator reads on Cosmos3 (conditioned frames
-    and the sound tokens after the video's left out). One host read per call: the conditioned frames."""
+    """The first generator layer's input norm on the video tokens of the noisy frames, ``[B, D, T', H, W]``: what
+    diffusers' first-block indicator reads on Cosmos3 (one host read per call: the conditioned frames)."""
     with torch.no_grad():
         return noisy_frames_view(model.layers[0].input_layernorm_moe_gen(hidden), inputs.grid, inputs.frame_is_clean)
 
 
 def gen_stack_seam(executor, hidden, inputs):
-    """Enter the stack (the predicted output on a reused call) or run it and leave it; a plain call outside a
-    gated call (e.g. an uncached guidance call)."""
+    """Enter the stack (the predicted output on a reused call) or run it and leave it."""
     call: SeamCall | None = inputs.transformer_options.get(CALL_OPTION)
     if call is None:
         return executor(hidden, inputs)
@@ -49,7 +45,7 @@ def _residual_numel(diffusion_model, input_shape) -> int:
 
 
 def seam_for(model_patcher) -> Seam | None:
-    """The generator-stack seam for a MODEL from this pack's Cosmos3 Loader, None for any other model."""
+    """The generator-stack seam for this pack's Cosmos3, None for any other model."""
     if isinstance(getattr(model_patcher, "model", None), Cosmos3):
         return Seam(NAME, _residual_numel, _enter_run, auto_order=2, refuse_view_conds=any_conditioning)
     return None
