@@ -18,18 +18,18 @@ MAX_FUNCTION_LINES = 60
 MAX_DOC_SHARE = 0.15
 
 
-def long_functions(folders=PRODUCT, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, str, int]]:
-    """``(file, function, lines)`` of every function in ``folders`` longer than ``limit`` lines (from its ``def``
-    line to its last line, docstring included)."""
+def long_functions(folders=PRODUCT, limit: int = MAX_FUNCTION_LINES, root: Path = ROOT) -> list[tuple[str, str, int]]:
+    """``(file, function, lines)`` of every function under ``root``'s ``folders`` longer than ``limit`` lines (from
+    its ``def`` line to its last line, docstring included)."""
     found = []
     for folder in folders:
-        for path in sorted((ROOT / folder).rglob("*.py")):
+        for path in sorted((root / folder).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     lines = node.end_lineno - node.lineno + 1
                     if lines > limit:
-                        found.append((str(path.relative_to(ROOT)), node.name, lines))
+                        found.append((path.relative_to(root).as_posix(), node.name, lines))
     return found
 
 
