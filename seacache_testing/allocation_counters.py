@@ -44,3 +44,19 @@ def counting_host_buffers():
         yield counts
     finally:
         ResidualHistory._host_buffer = original
+
+
+def offload_against_kept(offloaded, kept, steps, residuals, ahead: tuple[int, ...]) -> int:
+    """Append the same residuals to a history with "cpu" storage and one without, asserting after each step that the
+    offloaded records are host copies of their own and that both predict bit for bit at ``step + a`` for each ``a``
+    of ``ahead``, and at the end that both hold equal records; returns the host buffers ``offloaded`` allocated."""
+    with counting_host_buffers() as allocated:
+        for step, residual in zip(steps, residuals):
+            offloaded.append(step, residual)
+            kept.append(step, residual)
+            assert all(r.data_ptr() != residual.data_ptr() for _, r in offloaded.records)
+            for at in (step + a for a in ahead):
+                assert torch.equal(offloaded.predict(at, "cpu", torch.float32), kept.predict(at, "cpu", torch.float32))
+    assert [s for s, _ in offloaded.records] == [s for s, _ in kept.records]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(offloaded.records, kept.records))
+    return allocated[offloaded]

@@ -7,7 +7,7 @@ import torch
 from seacache_core.extrapolate import ResidualHistory, extrapolate_residual
 from seacache_core.forecast import ChebyshevHistory, chebyshev_weights, forecast_weights, newton_weights
 from seacache_testing.spectrum_forecast import SpectrumHistory, centred_weights, spectrum_schedule
-from seacache_testing.allocation_counters import counting_host_buffers
+from seacache_testing.allocation_counters import counting_host_buffers, offload_against_kept
 from tests.test_cuda import sync_debug
 
 COMPUTED = [0, 1, 2, 3, 4, 6, 8, 11, 15, 20, 25, 31]  # Spectrum's computed calls of a 35-step run (N 2, alpha 0.75)
@@ -209,15 +209,7 @@ def test_cpu_storage_matches_compute_storage_bit_for_bit(blend):
     residuals = [torch.randn(2, 5, 7, generator=gen).bfloat16() for _ in steps]
     offloaded = SpectrumHistory(1, "cpu", blend=blend, capacity=8)
     kept = SpectrumHistory(1, blend=blend, capacity=8)
-    with counting_host_buffers() as allocated:
-        for step, residual in zip(steps, residuals):
-            offloaded.append(step, residual)
-            kept.append(step, residual)
-            assert all(r.data_ptr() != residual.data_ptr() for _, r in offloaded.records)
-            for at in (step + 1, step + 3):
-                assert torch.equal(offloaded.predict(at, "cpu", torch.float32), kept.predict(at, "cpu", torch.float32))
-    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(offloaded.records, kept.records))
-    assert allocated[offloaded] == 8
+    assert offload_against_kept(offloaded, kept, steps, residuals, ahead=(1, 3)) == 8
 
 
 def test_shape_change_drops_history_and_predict_contract():
