@@ -199,7 +199,7 @@ def measure_load(mode: str, checkpoint: str) -> dict:
 
 @torch.no_grad()
 def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
-    """Run in a fresh process: the pack's ComfyUI loader path (``nodes.cosmos3.loading``) in a CPU ComfyUI from
+    """Run in a fresh process: the pack's ComfyUI loader path (``nodes.cosmos3.patcher``) in a CPU ComfyUI from
     ``$COMFYUI_PATH``; "comfyui-dynamic" first switches dynamic VRAM on as ``main.py`` does (ComfyUI >= 0.33)."""
     from seacache_testing import comfyui_harness
 
@@ -211,7 +211,7 @@ def measure_comfyui_load(mode: str, checkpoint: str) -> dict:
         comfy_aimdo.control.init()
         comfy.memory_management.aimdo_enabled = True
         ns.model_patcher.CoreModelPatcher = ns.model_patcher.ModelPatcherDynamic
-    loading = comfyui_harness.import_pack_module("nodes.cosmos3.loading")
+    loading = comfyui_harness.import_pack_module("nodes.cosmos3.patcher")
     return measured(lambda: loading.load_cosmos3_model(checkpoint, "default").model.diffusion_model)
 
 

@@ -35,9 +35,8 @@ from cosmos3.config import LATENT_CHANNELS, VAE_SPATIAL, VAE_TEMPORAL
 from cosmos3.ops import TorchOps, norm_class
 from seacache_core import SeaCacheConfig, SeaCacheRun
 from cosmos3 import reference_sigmas
-from seacache_core.first_block import (
-    VisionTokens, first_block_view, indicator_bytes, noisy_frames_view, published_config,
-)
+from seacache_core.vision_tokens import VisionTokens, first_block_view, noisy_frames_view
+from seacache_testing.first_block_recipe import indicator_bytes, published_config
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.make_tiny_checkpoint import MEDIUM_SIZES, TINY_SIZES
 
@@ -55,7 +54,7 @@ def steady_gate_ms(config: SeaCacheConfig, gate_input, repeats: int, device: tor
     run = SeaCacheRun(config, SCHEDULE)
     residual = torch.zeros(1, 1, device=device)
     for step in (0, 1):
-        run.decide(gate_input(step), SIGMAS[step], ["cond"]).commit(residual)
+        run.commit(run.decide(gate_input(step), SIGMAS[step], ["cond"]), residual)
     return median_ms(lambda: run.decide(gate_input(2), SIGMAS[2], ["cond"]), repeats, device)
 
 

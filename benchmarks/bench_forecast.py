@@ -21,10 +21,11 @@ import torch
 
 from cosmos3 import Cosmos3Config
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun
-from seacache_core.forecast import (
-    SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, ChebyshevHistory, chebyshev_weights, forecast_weights, spectrum_schedule,
-)
+from seacache_core.forecast import chebyshev_weights, forecast_weights
 from seacache_testing.memory_plan import generator_tokens
+from seacache_testing.spectrum_forecast import (
+    SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, SPECTRUM_STEP_SPAN, SpectrumHistory, spectrum_schedule,
+)
 
 SIZES = ((832, 480, 93), (1280, 720, 189))
 STEPS = 35
@@ -42,9 +43,9 @@ def histories(storage: str) -> dict[str, ResidualHistory]:
         "newton order 1": ResidualHistory(1, storage),
         "newton order 2": ResidualHistory(2, storage),
         "seacache chebyshev (order 2)": run.new_history(),
-        "chebyshev blend 1": ChebyshevHistory(1, storage, blend=1.0),
-        "chebyshev blend 0.5 (order 1)": ChebyshevHistory(1, storage, blend=0.5),
-        "chebyshev blend 0 (order 1)": ChebyshevHistory(1, storage, blend=0.0),
+        "chebyshev blend 1": SpectrumHistory(1, storage, blend=1.0),
+        "chebyshev blend 0.5 (order 1)": SpectrumHistory(1, storage, blend=0.5),
+        "chebyshev blend 0 (order 1)": SpectrumHistory(1, storage, blend=0.0),
     }
 
 
@@ -89,10 +90,11 @@ def predict_costs(shape, device: torch.device, repeats: int) -> None:
     print(f"(b) predict at step {target} after the {len(computed)} computed steps of Spectrum's {STEPS}-step schedule; "
           f"fake bf16 residual {list(shape)} ({numel:,} elements) on {device.type}; median of {repeats}")
     weights_ms = _median_ms(
-        lambda: chebyshev_weights(computed, target, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA), repeats, device)
+        lambda: chebyshev_weights(computed, target, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, SPECTRUM_STEP_SPAN),
+        repeats, device)
     print(f"  host solve of the {len(computed)} weights alone: {weights_ms * 1e3:8.1f} us")
     centred_ms = _median_ms(lambda: forecast_weights(computed, target, 2, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA, 0.5,
-                                                     STEPS, "newton"), repeats, device)
+                                                     STEPS), repeats, device)
     print(f"  host weights of the seacache chebyshev (Newton-centred, order 2): {centred_ms * 1e3:8.1f} us")
     gen = torch.Generator().manual_seed(0)
     residuals = [torch.randn(shape, generator=gen).to(device=device, dtype=torch.bfloat16) for _ in computed]

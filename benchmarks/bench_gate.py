@@ -18,6 +18,7 @@ import time
 import torch
 
 from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun
+from seacache_testing.allocation_counters import CountingGainCache
 
 SHAPES = {
     "1280x720x189f [1,48,48,45,80]": ((1, 48, 48, 45, 80), 3),
@@ -54,7 +55,7 @@ def gate_cost(shape, dtype, device, repeats) -> tuple[float, float]:
     run = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), SIGMAS)
     residual = torch.zeros(1, 1, device=device)
     for step in range(2):
-        run.decide(base + step * 0.01 * drift, SIGMAS[step], ["cond"]).commit(residual)
+        run.commit(run.decide(base + step * 0.01 * drift, SIGMAS[step], ["cond"]), residual)
     latent = base + 0.02 * drift
     decide_ms = median_ms(lambda: run.decide(latent, SIGMAS[2], ["cond"]), repeats, device)
     gain_ms = median_ms(lambda: GainCache().rfft_gain(shape[-3:], 0.8, 3.0, device), repeats, device)
@@ -73,13 +74,14 @@ def gain_builds(shape, batched: bool) -> tuple[int, SeaCacheRun]:
     base, drift = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
     sigmas = flow_sigmas(STEPS, 5.0)
     run = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas + [0.0])
+    run.gains = CountingGainCache()
     calls = [(["cond", "uncond"], 2)] if batched else [(["cond"], 1), (["uncond"], 1)]
     for sigma in sigmas:
         latent = base * (1 - sigma) + drift * sigma
         for keys, batch in calls:
             call = run.decide(latent.expand(batch, *shape[1:]), sigma, keys)
-            if call.predict(torch.zeros(batch, 1)) is None:
-                call.commit(torch.zeros(batch, 1))
+            if run.predict(call, torch.zeros(batch, 1)) is None:
+                run.commit(call, torch.zeros(batch, 1))
     return run.gains.builds, run
 
 

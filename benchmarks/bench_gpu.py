@@ -115,23 +115,23 @@ def impose(decision, letter: str, run) -> None:
 class GateProbe:
     """Wraps a run's ``decide``: times each (SEA filter + distance) and optionally imposes a pattern."""
 
-    session: SeaCacheRun
+    run: SeaCacheRun
     clock: Clock
     pattern: str | None = None
     marks: list = field(default_factory=list)
 
     def __post_init__(self):
-        decide = self.session.decide
+        decide = self.run.decide
 
         def timed_decide(*args, **kwargs):
             start = self.clock.mark()
             decision = decide(*args, **kwargs)  # whatever the gate's signature: the probe only reads the verdict
             if self.pattern is not None and decision.step is not None:
-                impose(decision, self.pattern[decision.step], self.session)
+                impose(decision, self.pattern[decision.step], self.run)
             self.marks.append((start, self.clock.mark()))
             return decision
 
-        self.session.decide = timed_decide
+        self.run.decide = timed_decide
 
     def gate_ms(self) -> list[float]:
         """Milliseconds of each timed ``decide``."""
@@ -223,9 +223,9 @@ def sample(model, tokens, noise, sigmas, dtype, clock, config=None, pattern=None
     device = noise.device
     steps = len(sigmas) - 1
     cuda = device.type == "cuda"
-    session = SeaCacheRun(config, sigmas) if config is not None else None
-    probe = GateProbe(session, clock, pattern) if session is not None else None
-    model.call_gen_stack = SeaCachedCosmos3(model, session)
+    run = SeaCacheRun(config, sigmas) if config is not None else None
+    probe = GateProbe(run, clock, pattern) if run is not None else None
+    model.call_gen_stack = SeaCachedCosmos3(model, run)
     cache = TextKVCache()
     options = {TEXT_KV_CACHE_KEY: cache}
     clock.sync()
@@ -247,18 +247,18 @@ def sample(model, tokens, noise, sigmas, dtype, clock, config=None, pattern=None
             step_ms.append(clock.ms(start, clock.mark()))
     wall_s = time.perf_counter() - wall_start
     peak = torch.cuda.max_memory_allocated() if cuda else 0
-    if session is None:
+    if run is None:
         decisions, gate_ms, history, timeline = ["computed"] * steps, [], 0, ""
     else:
-        records = session.stats.records
+        records = run.stats.records
         decisions = ["reused" if r.decision == "reused" else "computed" for r in records]
         gate_ms = probe.gate_ms()
-        history = sum(nbytes(r for _, r in session.states[k].history.records) for k in ("cond", "uncond"))
+        history = sum(nbytes(r for _, r in run.states[k].history.records) for k in ("cond", "uncond"))
         timeline = " ".join({"forced": "F", "computed": "C", "reused": "R"}[r.decision] for r in records)
-        session.release()
+        run.release()
     del model.call_gen_stack  # back to the class method (the host referenced the model: no cycle left)
     cache.clear()
-    return RunResult("seacache" if session is not None else "uncached", steps, step_ms, decisions, gate_ms, text_ms,
+    return RunResult("seacache" if run is not None else "uncached", steps, step_ms, decisions, gate_ms, text_ms,
                      wall_s, peak, base, history, x, timeline)
 
 

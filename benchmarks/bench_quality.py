@@ -52,6 +52,7 @@ from seacache_testing import quality_proxy as proxy
 from seacache_testing.pair_stats import bracketed, geometric_mean, interpolated, matched, paired_ratio
 from seacache_testing.proxy_jobs import Job
 from seacache_testing.seacache_host import SeaCachedCosmos3
+from seacache_testing.spectrum_forecast import SpectrumHistory
 
 SHIFTS = (3.0, 5.0, 10.0)
 SPEEDUP = 1.8  # the published operating point: full calls = steps / 1.8
@@ -293,8 +294,10 @@ class DesignRun(SeaCacheRun):
     def new_history(self):
         history = super().new_history()
         if isinstance(history, ChebyshevHistory):
-            history.step_span = history.step_span if self.step_span is None else self.step_span
-            history.centre = history.centre if self.centre is None else self.centre
+            history = SpectrumHistory(history.order, history.residual_storage, degree=history.degree,
+                                      ridge_lambda=history.ridge_lambda, blend=history.blend,
+                                      capacity=history.capacity, centre=self.centre or "newton",
+                                      step_span=history.step_span if self.step_span is None else self.step_span)
         return history
 
 

@@ -87,21 +87,6 @@ class TorchOps:
     NemotronRMSNorm = NemotronRMSNorm
 
 
-class CastLinear(nn.Linear):
-    """``nn.Linear`` that casts its stored weight and bias to the input's dtype on every call, so weights can
-    be stored in fp8 and computed in bf16 (what ComfyUI's cast-on-the-fly operations do inside ComfyUI)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        bias = None if self.bias is None else self.bias.to(x.dtype)
-        return F.linear(x, self.weight.to(x.dtype), bias)
-
-
-class CastOps(TorchOps):
-    """Plain torch layers with cast-on-the-fly linears: fp8 weight storage outside ComfyUI (benchmarks, tests)."""
-
-    Linear = CastLinear
-
-
 def _sdpa_takes_enable_gqa() -> bool:
     """Whether this torch's ``scaled_dot_product_attention`` takes ``enable_gqa`` (a feature, not a version, is
     checked: builds and version strings vary)."""

@@ -146,21 +146,16 @@ class Cosmos3Tokenizer:
         return len(self.tokenizer)
 
     @staticmethod
-    def _messages(text: str, system_prompt: str | None) -> list[dict]:
+    def chat_messages(text: str, system_prompt: str | None) -> list[dict]:
+        """The chat of one user turn, after a system turn when ``system_prompt`` is given."""
         system = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
         return system + [{"role": "user", "content": text}]
-
-    def render_chat(self, text: str, system_prompt: str | None) -> str:
-        """The chat template rendered for one user turn (plus an optional system turn) and the assistant header."""
-        return self.tokenizer.apply_chat_template(
-            self._messages(text, system_prompt), tokenize=False, add_generation_prompt=True, add_vision_id=False
-        )
 
     def encode_prompt(self, text: str, system_prompt: str | None) -> list[int]:
         """Token ids of the chat for ``text`` followed by ``[eos, <|vision_start|>]``, exactly as the pipeline
         builds them. ``system_prompt=None`` sends no system message (the template may still write its own)."""
         out = self.tokenizer.apply_chat_template(
-            self._messages(text, system_prompt), tokenize=True, add_generation_prompt=True, add_vision_id=False
+            self.chat_messages(text, system_prompt), tokenize=True, add_generation_prompt=True, add_vision_id=False
         )
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(i) for i in ids] + [self.eos_token_id, self.vision_start_id]

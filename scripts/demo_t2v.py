@@ -95,12 +95,12 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
         tokens[row, : len(seq)] = torch.tensor(seq)
     print("ComfyUI not found (set COMFYUI_PATH to use it): plain-torch model, flow Euler sampler, CFG 6")
 
-    def sample(session, steps):
+    def sample(new_run, steps):
         sigmas = reference_sigmas(steps, 10.0)
         shape = (1, 48, (SIZE["length"] - 1) // 4 + 1, SIZE["height"] // 16, SIZE["width"] // 16)
         x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
         options = {TEXT_KV_CACHE_KEY: TextKVCache()}
-        model.call_gen_stack = SeaCachedCosmos3(model, session and session(sigmas))
+        model.call_gen_stack = SeaCachedCosmos3(model, new_run and new_run(sigmas))
         seconds = []
         with torch.no_grad():
             for i in range(steps):
@@ -119,16 +119,16 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
 
     def sample_seacache(n):
         def start(sigmas):  # the paper's recipe, as published
-            last["session"] = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas)
-            return last["session"]
+            last["run"] = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas)
+            return last["run"]
 
         seconds = sample(start, n)
         if n == steps:
-            for record, second in zip(last["session"].stats.records, seconds):
+            for record, second in zip(last["run"].stats.records, seconds):
                 calls["reused" if record.decision == "reused" else "computed"].append(second)
 
     times = interleaved_times(sample_uncached, sample_seacache, steps, repeats)
-    stats = last["session"].stats
+    stats = last["run"].stats
     print(stats.summary())
     median = {kind: statistics.median(values) for kind, values in calls.items() if values}
     if len(median) == 3:  # a run with reused calls: the speedup the median call costs give, robust to load bursts
@@ -136,7 +136,7 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
         from_medians = stats.calls * median["uncached"] / seacache_s
         print(f"median model call: uncached {median['uncached'] * 1e3:.0f} ms, SeaCache computed "
               f"{median['computed'] * 1e3:.0f} ms, reused {median['reused'] * 1e3:.0f} ms -> {from_medians:.2f}x")
-    return times, last["session"].report("completed")
+    return times, last["run"].report("completed")
 
 
 def main() -> None:

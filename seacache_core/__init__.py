@@ -1,12 +1,8 @@
-"""SeaCache core: the spectral-evolution-aware step cache, independent of ComfyUI (torch and stdlib only).
-
-docs/algorithm.md describes what this package implements, section by section.
-"""
+"""SeaCache's algorithm, torch only (docs/algorithm.md)."""
 
 from .config import SeaCacheConfig
 from .extrapolate import ResidualHistory, extrapolate_residual
-from .replay import replay
-from .run import Call, SeaCacheRun
+from .run import Call, SeaCacheRun, Verdict
 from .sea_filter import GainCache, item_distances, sea_filter_float32
 from .stats import RunStats, StepRecord
 
@@ -18,8 +14,8 @@ __all__ = [
     "SeaCacheConfig",
     "SeaCacheRun",
     "StepRecord",
+    "Verdict",
     "extrapolate_residual",
     "item_distances",
-    "replay",
     "sea_filter_float32",
 ]

@@ -1,4 +1,4 @@
-"""Configuration of the SeaCache gate."""
+"""The settings of the SeaCache gate and their one validation."""
 
 from __future__ import annotations
 
@@ -21,79 +21,18 @@ def _is_number(value) -> bool:
 
 @dataclass
 class SeaCacheConfig:
-    r"""
-    Configuration of SeaCache (spectral-evolution-aware step cache); see docs/algorithm.md. These defaults are
-    SeaCache Apply's (nodes/seacache/apply.py reads its widget defaults from them), so `replay(SeaCacheConfig(), ...)`
-    replays the gate the node runs. The paper's recipe is `SeaCacheConfig(threshold=0.25, gate="sea")`.
+    """SeaCache's settings (docs/algorithm.md); the defaults are SeaCache Apply's (their evidence: docs/quality.md); the
+    paper's recipe is ``threshold=0.25, gate="sea"``.
 
-    Args:
-        threshold (`float`, defaults to `0.13`):
-            A branch may reuse while the accumulated relative L1 distance between consecutive
-            SEA-filtered latents stays strictly below this value. `0` never reuses (output identical
-            to the uncached model); higher values reuse more and trade quality for speed. 0.13 with the default
-            gate makes about as many full calls as the paper's 0.25 with gate `"sea"` (docs/quality.md).
-        order (`int`, defaults to `1`):
-            Order (0..2) of the Newton extrapolation of the stack residual over step indices on a
-            reused step; `order + 1` residuals are kept per branch. 1 is linear (vLLM-Omni's); 2 (quadratic) was
-            measured better on the pack's trained Cosmos3-architecture proxy (docs/quality.md), and the default
-            stays 1 while the same evidence is missing for the other model families SeaCache serves. The node's
-            `auto` takes the seam's order instead (2 on Cosmos3, this default elsewhere).
-        max_consecutive (`int`, defaults to `2`):
-            Most reused steps in a row per branch before a compute is forced. `0` never reuses,
-            `-1` sets no cap.
-        warmup_steps (`int`, defaults to `1`):
-            Number of first steps that are always computed.
-        end_steps (`int`, defaults to `1`):
-            Number of last steps that are always computed.
-        power (`float`, *optional*, defaults to `None`):
-            Exponent `p` of the power-law prior of the SEA filter. `None` chooses it from the latent:
-            3.0 when it has more than one frame (video), 2.0 for a single frame (image).
-        residual_storage (`str`, defaults to `"compute"`):
-            Where the residual history lives: `"compute"` keeps it on the device of the stack,
-            `"cpu"` offloads it to CPU memory and moves it back when a residual is predicted.
-        gate (`str`, defaults to `"sea_same_sigma"`):
-            What the gate accumulates: `"sea"` the paper's distance between consecutive latents, each
-            SEA-filtered at its own step's sigma; `"sea_same_sigma"` the distance of both latents filtered at the
-            current step's sigma, which leaves out the filter's own change along the schedule (see
-            `seacache_core.sea_filter`). `"first_block"` and `"first_block_same_sigma"` do the same on the first
-            transformer block's modulated input (vision tokens only), the published indicator: the host hands it
-            over at the stack's entry (`SeaCacheRun.pending`, `seacache_core.first_block`), `power` None means 3
-            there for images too, and the sound latent is not read. Thresholds do not carry over between the
-            latent and the first block (diffusers' first-block recipe: `first_block.published_config()`).
-        sound_weight (`float`, defaults to `1.0`):
-            For audio-video calls whose host passes the sound latent (`SeaCacheRun.decide(..., sound=)`): the
-            gate's distance is `(video + sound_weight * sound) / (1 + sound_weight)`, the sound's distance taken on
-            the sound latent filtered along its time axis at the current sigma (`sea_filter.Indicator`). `0` reads
-            the video only. Calls without a sound latent are unaffected. On the trained audio-video proxy the joint
-            gate (weight 1) lowered the sound's error at equal speed without raising the video's (docs/quality.md,
-            Sound).
-        speedup (`float`, defaults to `0.0`):
-            Target stack speedup of the run (calls / ran). From 1 on, a controller sets the threshold at every
-            step so that the run reaches this speedup by its end (`seacache_core.speed`) and `threshold` is unused;
-            below 1 (`0` by default) no speedup is asked for and `threshold` decides.
-        speed_lifts_cap (`bool`, defaults to `True`):
-            With a `speedup` target that `warmup_steps`, `end_steps`, `max_consecutive` and the reuse window leave
-            out of reach, the run raises its cap on reuses in a row just as far as the target needs (the smallest
-            cap from `max_consecutive` up that reaches it, else no cap) and its report says so; `max_consecutive`
-            0 (never reuse) is kept. `False` keeps the cap, and the run falls short of the target.
-        forecaster (`str`, defaults to `"newton"`):
-            How a reused step's residual is predicted: `"newton"` the Newton extrapolation of `order` through the
-            last `order + 1` computed steps; `"chebyshev"` Spectrum's Chebyshev ridge regression over the last
-            `chebyshev_capacity` computed steps, blended with that extrapolation
-            (`seacache_core.forecast.ChebyshevHistory`; docs/spectrum.md).
-        chebyshev_degree (`int`, defaults to `4`):
-            Highest Chebyshev polynomial of the fit (Spectrum's M).
-        chebyshev_lambda (`float`, defaults to `0.1`):
-            Ridge penalty of the fit (Spectrum's lambda).
-        chebyshev_blend (`float`, defaults to `0.5`):
-            Share of the Chebyshev fit in the forecast, the rest the Newton extrapolation of `order` (Spectrum's w):
-            `1` the fit alone, `0` the extrapolation alone.
-        chebyshev_capacity (`int`, defaults to `12`):
-            Computed steps the fit reads, kept per branch (at least `max(order, chebyshev_degree) + 1`). 12 holds
-            every computed step of a 35-step run at 3x or more (11.7 calls; Spectrum's own schedule computes 12 of
-            35), so at those speeds the fit reads all of them, as Spectrum's does, while memory stays at 12
-            residuals per branch (docs/spectrum.md, "Memory").
-    """
+    - ``threshold``: a branch reuses while its accumulated distance stays below it; 0 never reuses.
+    - ``order``: Newton order (0..2) of the residual extrapolation; ``order + 1`` residuals kept per branch.
+    - ``max_consecutive``: most reuses in a row (0 never, -1 no cap); ``warmup_steps``, ``end_steps`` always compute.
+    - ``power``: the SEA prior's exponent; None: 3 for videos and the first-block gates, 2 for images.
+    - ``residual_storage``: the history on the stack's device ("compute") or offloaded ("cpu").
+    - ``gate``: "sea", "sea_same_sigma", or the first block's input ("first_block", "first_block_same_sigma").
+    - ``sound_weight``: the sound distance's weight beside the video's (0: video only).
+    - ``speedup``: from 1 on, the target the threshold is steered to; ``speed_lifts_cap`` lets it lift the cap.
+    - ``forecaster``: "newton", or "chebyshev" with the ``chebyshev_*`` settings of ``forecast.py``."""
 
     threshold: float = 0.13
     order: int = 1
@@ -116,7 +55,7 @@ class SeaCacheConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the first parameter outside its allowed range, so bad node inputs fail early."""
+        """ValueError naming the first setting out of range, so bad node inputs fail before sampling."""
         if not _is_number(self.threshold) or not math.isfinite(self.threshold) or self.threshold < 0:
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
         if not _is_int(self.order) or not 0 <= self.order <= 2:
@@ -161,18 +100,16 @@ class SeaCacheConfig:
 
     @property
     def speed_target(self) -> float | None:
-        """The run's target speedup, None when the threshold decides (``speedup`` below 1)."""
+        """The target speedup, None when the threshold decides."""
         return float(self.speedup) if self.speedup >= 1 else None
 
     @property
     def residuals_kept(self) -> int:
-        """Residuals one branch's history holds at most: `order + 1` for the Newton extrapolation,
-        `chebyshev_capacity` for the Chebyshev forecast."""
+        """Residuals one branch's history holds at most."""
         return self.chebyshev_capacity if self.forecaster == "chebyshev" else self.order + 1
 
     def history_bytes(self, residual_numel: int, element_size: int) -> int:
-        """Compute-device bytes one branch's residual history holds at most: `residuals_kept` residuals of
-        `residual_numel` elements (none when the history lives on the CPU). Memory planners add it per branch."""
+        """Compute-device bytes one branch's history holds at most (0 with "cpu" storage)."""
         if self.residual_storage == "cpu":
             return 0
         return self.residuals_kept * residual_numel * element_size

@@ -12,13 +12,9 @@ from .config import RESIDUAL_STORAGES
 
 
 def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int, order: int) -> torch.Tensor:
-    """Newton polynomial through the last records of `history` ((step_index, residual), oldest first), at `step`.
-
-    Uses the last `order + 1` records, or all of them when there are fewer (the highest order they allow).
-    Divided differences over step indices, Horner evaluation, float32 arithmetic; returned in the residual
-    dtype. Repeated step indices (a zero denominator) fall back to the last residual. Order k reproduces
-    exactly any residual that is a polynomial of degree <= k in the step index.
-    """
+    """The Newton polynomial through the last ``order + 1`` records of ``history`` ((step, residual), oldest first;
+    fewer where fewer exist) at ``step``, in float32, returned in the residual's dtype; a repeated step gives the last
+    residual. Order k reproduces any residual polynomial of degree <= k in the step."""
     if not history:
         raise ValueError("extrapolate_residual needs at least one recorded residual")
     if not 0 <= order <= 2:
@@ -42,46 +38,35 @@ def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int,
 class _Record:
     step: int
     residual: torch.Tensor
-    ready: torch.cuda.Event | None = None  # residual_storage "cpu" on CUDA: recorded when the copy to the host finished
+    ready: torch.cuda.Event | None = None  # "cpu" storage on CUDA: the copy has landed
 
 
 class ResidualHistory:
-    """The last `order + 1` stack residuals of one branch with their step indices.
-
-    `residual_storage` is "compute" (kept where the residual was produced) or "cpu" (offloaded, moved back when
-    predicting). Residuals keep their dtype. A residual of another shape than the stored ones drops them,
-    since a polynomial through mismatched tensors means nothing.
-
-    CPU storage is built for a GPU: host buffers (pinned when the residual is on CUDA) are allocated on first
-    use and reused for the rest of the run (`order + 1` per branch; `buffers_allocated` counts them); a computed
-    step's residual is copied into one with `non_blocking` on a side stream that first waits for the compute
-    stream, so sampling goes on while it moves; a reused step's compute stream waits for those copies on the
-    device (never the host) and moves the records back with `non_blocking`. On the CPU the copies are plain
-    and exact.
-    """
+    """A branch's last ``order + 1`` stack residuals with their steps. A residual of another shape drops the others.
+    "cpu" storage is built for a GPU: host buffers (pinned for CUDA) are allocated once and reused; copies go out on a
+    side stream and come back with ``non_blocking``, so the device never waits on the host."""
 
     def __init__(self, order: int, residual_storage: str = "compute") -> None:
         if residual_storage not in RESIDUAL_STORAGES:
             raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {residual_storage!r}")
         self.order = order
-        self.capacity = order + 1  # records kept at most (a subclass may keep more)
+        self.capacity = order + 1
         self.residual_storage = residual_storage
-        self.buffers_allocated = 0
         self._records: deque[_Record] = deque()
-        self._spare: list[torch.Tensor] = []  # host buffers of dropped records, reused by the next offload
-        self._stream = None  # the side stream of CUDA offloads, created on first use
+        self._spare: list[torch.Tensor] = []  # host buffers of dropped records
+        self._stream = None
 
     def __len__(self) -> int:
         return len(self._records)
 
     @property
     def records(self) -> list[tuple[int, torch.Tensor]]:
-        """The stored (step_index, residual) pairs, oldest first."""
+        """The stored (step, residual) pairs, oldest first."""
         return [(r.step, r.residual) for r in self._records]
 
     def append(self, step: int, residual: torch.Tensor) -> None:
-        """Record the residual of a computed step; the oldest record falls out beyond `capacity`. A second
-        residual for the newest step (a repeated evaluation at one sigma) replaces that step's record."""
+        """Record a computed step's residual; the oldest falls out beyond ``capacity``, and a second residual for the
+        newest step replaces it."""
         residual = residual.detach()
         if self._records and self._records[-1].residual.shape != residual.shape:
             self.clear()
@@ -99,52 +84,50 @@ class ResidualHistory:
             self._spare.append(record.residual)
 
     def _host_buffer(self, like: torch.Tensor) -> torch.Tensor:
-        """A spare host buffer shaped like `like`, or a new one (pinned for CUDA residuals)."""
+        """A spare host buffer shaped like ``like``, or a new one."""
         for i, buffer in enumerate(self._spare):
             if buffer.shape == like.shape and buffer.dtype == like.dtype:
                 return self._spare.pop(i)
-        self.buffers_allocated += 1
         return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=like.is_cuda)
 
     def _offload(self, residual: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
-        """A host copy of `residual`, and on CUDA the event marking when the copy has landed."""
+        """A host copy of ``residual``, and on CUDA the event marking its arrival."""
         buffer = self._host_buffer(residual)
         if not residual.is_cuda:
             return buffer.copy_(residual), None
         if self._stream is None:
             self._stream = torch.cuda.Stream(residual.device)
-        self._stream.wait_stream(torch.cuda.current_stream(residual.device))  # residual computed, buffer free
+        self._stream.wait_stream(torch.cuda.current_stream(residual.device))
         with torch.cuda.stream(self._stream):
             buffer.copy_(residual, non_blocking=True)
             ready = torch.cuda.Event()
             ready.record(self._stream)
-        residual.record_stream(self._stream)  # its memory is not reused before the copy has read it
+        residual.record_stream(self._stream)
         return buffer, ready
 
     def _on(self, record: _Record, device) -> torch.Tensor:
-        """The record on `device`; from CUDA offload buffers without a host wait."""
+        """An offloaded record on ``device``, from CUDA without a host wait."""
         device = torch.device(device)
         if record.ready is not None and device.type == "cuda":
             torch.cuda.current_stream(device).wait_event(record.ready)
             return record.residual.to(device, non_blocking=True)
         if record.ready is not None:
-            record.ready.synchronize()  # read on the host: the copy must have landed
+            record.ready.synchronize()
         return record.residual.to(device)
 
     def predict(self, step: int, device, dtype: torch.dtype) -> torch.Tensor:
-        """Extrapolated residual at `step`, on `device` in `dtype` (CPU records move there before the arithmetic).
-        Order 1 follows the line through its two records at most as far past the last as they lie apart, and holds
-        it beyond: a longer reach multiplies the difference of two close records, which a reuse chain longer than
-        their spacing (a speed target's lifted cap) turned into the largest errors (docs/algorithm.md §6)."""
-        history = [(r.step, self._on(r, device)) for r in self._records]
+        """The extrapolated residual at ``step`` on ``device`` in ``dtype``. Order 1 follows its line at most as far
+        past the last record as the two lie apart, then holds it: a longer reach multiplies the difference of two close
+        records (docs/algorithm.md §6)."""
+        history = [(r.step, r.residual.to(device) if r.ready is None else self._on(r, device)) for r in self._records]
         if self.order == 1 and len(history) == 2:
             step = min(step, 2 * history[1][0] - history[0][0])
         predicted = extrapolate_residual(history, step, self.order).to(dtype)
         if any(predicted is r.residual for r in self._records):
-            predicted = predicted.clone()  # never hand out a stored record the caller could modify in place
+            predicted = predicted.clone()  # never hand out a stored record
         return predicted
 
     def clear(self) -> None:
-        """Forget every record and host buffer (new run, reset, or end of run)."""
+        """Forget every record and host buffer."""
         self._records.clear()
         self._spare.clear()

@@ -1,23 +1,7 @@
-"""Speed as a setting: a controller that sets the gate's threshold at every step so that a run's stack calls reach
-a target speedup (calls / ran) by its end (``SeaCacheConfig.speedup``; docs/algorithm.md §5).
-
-At each free decision (no forced compute) the controller plans the rest of the run: it replays the gate's own rule
-over the remaining steps (warmup, end, max_consecutive and the reuse window force computes by the run's own
-rule, :func:`.run.forced_reason`), with this step's measured distance and a prediction of the distances ahead, and
-takes the lowest threshold whose plan fits the calls left to run. The prediction is feedforward from the schedule:
-each step's log-SNR step ``(s_prev - s) / (s (1 - s))`` in the flow convention, which follows the measured
-distances' shape along the run (large first and last steps) far better than a constant does, scaled by the measured
-/ predicted ratio of the last two steps and raised along that ratio's slope over the last three steps where it
-rises (at most 2x): underpredicting the distances ahead starves the last steps, where they grow fastest on smooth
-content, while overpredicting only holds calls back for later. Replanning at every step is the feedback: a run whose distances turn out larger than predicted gets a higher threshold later,
-and calls the plan did not foresee (repeats, off-schedule evaluations, fallbacks) come out of the same budget.
-Host floats only, so a run's decisions are deterministic. The plan uses every call the budget allows, so reuse
-spreads over the run the way a fixed threshold spreads it, in proportion to the measured distances.
-
-Where the forced computes alone need more calls than the target allows, the run first lifts its cap on reuses in a
-row as far as the target needs (``SeaCacheConfig.speed_lifts_cap``; :meth:`SpeedController.reaches` is its test);
-where even that is not enough, the controller reuses wherever it may, warns once per run and says so in the report.
-"""
+"""A speedup target as a setting (docs/algorithm.md §5): at each free decision the controller replays the gate's rule
+over the rest of the run, with this step's distance and a prediction of the distances ahead, and takes the lowest
+threshold whose plan fits the calls the target leaves. Replanning every step is the feedback; host floats keep the
+decisions deterministic."""
 
 from __future__ import annotations
 
@@ -29,12 +13,12 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 _SEARCH_ITERATIONS = 40
-_MAX_RISE = math.log(2.0)  # the most the ratio's rising trend raises the prediction ahead
+_MAX_RISE = math.log(2.0)
 
 
 def log_snr_steps(flow_sigmas) -> list[float]:
-    """Per step of a schedule in the flow convention (``steps + 1`` sigmas), its log-SNR step
-    ``(s[k-1] - s[k]) / (s[k] (1 - s[k]))``, the shape the gate's distances follow (step 0 has none: 0)."""
+    """Each step's log-SNR step ``(s[k-1] - s[k]) / (s[k] (1 - s[k]))`` of a flow-convention schedule (step 0: 0), the
+    shape the gate's distances follow."""
     steps = []
     for k in range(len(flow_sigmas) - 1):
         s = min(max(flow_sigmas[k], 1e-6), 1 - 1e-6)
@@ -44,40 +28,37 @@ def log_snr_steps(flow_sigmas) -> list[float]:
 
 @dataclass
 class _CallTrack:
-    """What the controller saw of one call stream (the calls with one set of branch keys: cond and uncond batched,
-    or each of them, or one context window)."""
+    """What the controller saw of one call stream (the calls with one set of branch keys)."""
 
     calls: int = 0
     ran: int = 0
-    steps: set[int] = field(default_factory=set)  # the schedule steps seen
-    ratios: list[tuple[int, float]] = field(default_factory=list)  # (step, measured / predicted distance)
+    steps: set[int] = field(default_factory=set)
+    ratios: list[tuple[int, float]] = field(default_factory=list)  # (step, measured / predicted)
 
 
 class SpeedController:
-    """The threshold of each step for a target speedup; one per run, fed by the run (:meth:`threshold` at a free
-    decision, :meth:`observe` at every commit). ``forced(step, consecutive)`` says whether the run's rule computes a
-    later step whatever its distance, after ``consecutive`` reuses in a row; :meth:`set_schedule` gives the schedule
-    in the flow convention (without it every step is predicted alike)."""
+    """The threshold of each free decision for a target speedup, fed by the run (:meth:`threshold`, :meth:`observe`);
+    ``forced(step, consecutive)`` is the run's rule for a later step."""
 
     def __init__(self, config, forced: Callable[[int, int], bool]):
         self.config, self.target = config, config.speed_target
         self.forced = forced
         self.shape: list[float] | None = None
         self._tracks: dict[tuple, _CallTrack] = {}
-        self.best: float | None = None  # the highest speedup the forced computes allow (known after the first call)
-        self.lifted_cap: tuple[int, int] | None = None  # (configured, run's) cap on reuses in a row, when lifted
-        self.short = False  # the sampler's extra evaluations left the target out of reach (warned once)
+        self.best: float | None = None  # the highest speedup the forced computes allow
+        self.lifted_cap: tuple[int, int] | None = None  # (configured, run's) cap, when lifted
+        self.short = False  # extra evaluations left the target out of reach (warned once)
 
     def set_schedule(self, flow_sigmas) -> None:
-        """The run's schedule in the flow convention (``steps + 1`` sigmas): the shape of the prediction."""
+        """The flow-convention schedule, the shape of the prediction."""
         self.shape = log_snr_steps(list(flow_sigmas))
 
     def _shape(self, step: int) -> float:
         return 1.0 if self.shape is None or step >= len(self.shape) else self.shape[step]
 
     def _ahead(self, track: _CallTrack, step: int, num_steps: int) -> list[float]:
-        """The distance predicted for each step after ``step``: the schedule's shape times the measured / predicted
-        ratio (mean log of the last two, raised along the rising slope of the last three, at most 2x)."""
+        """The distances predicted after ``step``: the schedule's shape times the measured / predicted ratio (of the
+        last two, raised along the rising slope of the last three, at most 2x)."""
         points = track.ratios[-3:]
         if not points:
             return [0.0] * (num_steps - step - 1)
@@ -86,16 +67,15 @@ class SpeedController:
         if len(points) > 1:
             xs = [s for s, _ in points]
             mean_x, mean_y = sum(xs) / len(xs), sum(logs) / len(logs)
-            spread = sum((x - mean_x) ** 2 for x in xs)  # 0 when the points share a step (a restarted schedule)
+            spread = sum((x - mean_x) ** 2 for x in xs)
             slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, logs)) / spread if spread > 0 else 0.0
         return [math.exp(base + min(max(slope, 0.0) * (k - last), _MAX_RISE)) * self._shape(k)
                 for k in range(step + 1, num_steps)]
 
     def _plan(self, threshold: float, step: int, num_steps: int, accumulated: float, consecutive: int,
               ahead: list[float], forced: Callable[[int, int], bool] | None = None) -> int:
-        """Stack runs the gate's rule makes from ``step`` to the end at ``threshold``: ``accumulated`` is this
-        step's accumulated distance (+inf computes it), ``ahead[k - step - 1]`` the distance predicted for step k;
-        ``forced`` replaces the run's rule."""
+        """Stack runs the rule makes from ``step`` on at ``threshold``, from this step's ``accumulated`` and the
+        distances ``ahead``; ``forced`` replaces the run's rule."""
         forced = self.forced if forced is None else forced
         ran = 0
         for k in range(step, num_steps):
@@ -111,17 +91,16 @@ class SpeedController:
         return ran
 
     def reach(self, num_steps: int, forced: Callable[[int, int], bool] | None = None) -> float:
-        """The highest speedup the forced computes (the run's, or ``forced``) allow over ``num_steps`` steps: every
-        step they leave free reuses, except step 0 (no history yet)."""
+        """The highest speedup the forced computes allow over ``num_steps`` (step 0 always runs)."""
         ran = self._plan(math.inf, 0, num_steps, math.inf, 0, [0.0] * num_steps, forced)
         return num_steps / max(ran, 1)
 
     def reaches(self, num_steps: int, forced: Callable[[int, int], bool] | None = None) -> bool:
-        """Whether the forced computes (the run's, or ``forced``) allow the target over ``num_steps`` steps."""
+        """Whether the forced computes allow the target."""
         return self.target <= self.reach(num_steps, forced) * (1.0 + 1e-9)
 
     def _check_reachable(self, num_steps: int) -> None:
-        """Once per run: the highest speedup the forced computes allow; warn when the target lies above it."""
+        """Once per run: warn when the target lies above what the forced computes allow."""
         if self.best is not None:
             return
         self.best = self.reach(num_steps)
@@ -132,29 +111,26 @@ class SpeedController:
 
     def threshold(self, call: tuple[Hashable, ...], step: int, num_steps: int, accumulated: float,
                   consecutive: int) -> float:
-        """The threshold for a free decision of the call stream ``call`` at ``step``: ``accumulated`` is the call's
-        accumulated distance including this step's (the maximum over its branches), ``consecutive`` its reuses in
-        a row. The lowest threshold whose plan of the remaining steps fits the budget; +inf when none does."""
+        """The lowest threshold whose plan of the remaining steps fits the budget, +inf when none does; extra
+        evaluations per step (a Heun repeat) always compute and come out of the budget."""
         self._check_reachable(num_steps)
         if not math.isfinite(accumulated):
-            return math.inf  # a changed input: the gate computes whatever the threshold
+            return math.inf
         track = self._tracks.setdefault(call, _CallTrack())
         ahead = self._ahead(track, step, num_steps)
         remaining = num_steps - step
-        # evaluations beyond one per step so far (a Heun repeat, a midpoint off the schedule) always compute:
-        # expect as many per remaining step, in the calls and out of the budget
         extra = remaining * (track.calls - len(track.steps)) / len(track.steps) if track.steps else 0.0
         total = track.calls + remaining + extra
         budget = math.floor(total / self.target + 0.5) - track.ran - round(extra)
-        plan = lambda threshold: self._plan(threshold, step, num_steps, accumulated, consecutive, ahead)  # noqa: E731
+        plan = lambda threshold: self._plan(threshold, step, num_steps, accumulated, consecutive, ahead)
         if plan(0.0) <= budget:
-            return 0.0  # the budget runs every remaining step
+            return 0.0
         if plan(math.inf) > budget:
             if extra and not self.short:
                 self.short = True
                 logger.warning("SeaCache: speedup %.2fx is out of reach with this sampler's extra evaluations per step "
                                "(they always compute); reusing wherever the gate may.", self.target)
-            return math.inf  # out of reach: reuse wherever the gate may
+            return math.inf
         low, high = 0.0, max(accumulated, *ahead, 1e-6)
         while plan(high) > budget:
             low, high = high, high * 2.0
@@ -164,8 +140,7 @@ class SpeedController:
         return high
 
     def observe(self, call: tuple[Hashable, ...], step: int | None, distance: float | None, computed: bool) -> None:
-        """Count one committed call of the stream ``call`` at ``step``; ``distance`` its measured distance (None
-        where none)."""
+        """Count one committed call of the stream ``call`` and its measured distance."""
         track = self._tracks.setdefault(call, _CallTrack())
         track.calls += 1
         track.ran += computed
@@ -175,7 +150,7 @@ class SpeedController:
             track.ratios.append((step, distance / self._shape(step)))
 
     def summary(self, calls: int, ran: int) -> str:
-        """One line for the report: the target, what the run reached, and whether the forced computes allowed it."""
+        """The report's line: target, reached speedup, and whether the target was in reach."""
         reached = calls / ran if ran else 1.0
         line = f"speedup target {self.target:.2f}x, reached {reached:.2f}x"
         if self.lifted_cap is not None:

@@ -1,4 +1,4 @@
-"""Honest per-run statistics of the gate (docs/algorithm.md §9): one record per gated call."""
+"""A run's statistics (docs/algorithm.md §9): one record per gated call."""
 
 from __future__ import annotations
 
@@ -18,14 +18,8 @@ _WHY_COMPUTED = {"threshold": "reached the threshold (a higher threshold reuses 
 
 @dataclass
 class StepRecord:
-    """One gated call.
-
-    `decision` is "reused" (the predicted residual was applied), "computed" (the stack ran because the
-    accumulated distance reached the threshold, reason "threshold", or prediction failed, reason "fallback")
-    or "forced" (the stack had to run; `reason` says why). `distance` and `accumulated` are the maxima over
-    the call's branches (None where no branch evaluated them); `branches` maps each branch key (as str) to its
-    own reason, distance and accumulated value.
-    """
+    """One gated call: ``decision`` "reused", "computed" (reason "threshold" or "fallback") or "forced" (``reason`` says
+    why); ``distance`` and ``accumulated`` are branch maxima; ``branches`` each branch's own."""
 
     step: int | None
     sigma: float
@@ -37,7 +31,7 @@ class StepRecord:
 
 
 def _json_safe(value):
-    """Non-finite floats become None so the dict is strict JSON (a browser's JSON.parse rejects Infinity)."""
+    """Non-finite floats as None, so the report is strict JSON for the browser."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -47,32 +41,32 @@ def _json_safe(value):
 
 @dataclass
 class RunStats:
-    """Records of one run, with the counts and the stack-level speedup estimate derived from them."""
+    """A run's records, with the counts and the stack speedup estimate derived from them."""
 
     records: list[StepRecord] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
-        """Number of gated calls."""
+        """Gated calls."""
         return len(self.records)
 
     @property
     def reused(self) -> int:
-        """Calls whose stack was skipped and replaced by the predicted residual."""
+        """Calls whose stack was skipped."""
         return sum(r.decision == REUSED for r in self.records)
 
     @property
     def ran(self) -> int:
-        """Calls that ran the stack (decision computed or forced); ran + reused == calls."""
+        """Calls that ran the stack."""
         return self.calls - self.reused
 
     @property
     def speedup(self) -> float:
-        """Estimated stack speedup calls / ran (1.0 when nothing ran)."""
+        """Estimated stack speedup, calls / ran."""
         return self.calls / self.ran if self.ran else 1.0
 
     def to_dict(self) -> dict:
-        """JSON-serialisable form (non-finite distances become None)."""
+        """The JSON form."""
         return {
             "calls": self.calls,
             "ran": self.ran,
@@ -82,8 +76,7 @@ class RunStats:
         }
 
     def summary(self) -> str:
-        """A few lines for a log or a node's text output: counts, speedup, forced reasons, a timeline and, when the
-        run reused nothing, why not."""
+        """Counts, speedup, forced reasons, a timeline and, when the run reused nothing, why not."""
         forced = Counter(r.reason for r in self.records if r.decision == FORCED)
         lines = [
             f"SeaCache: {self.calls} calls, {self.ran} ran the stack, {self.reused} reused, "

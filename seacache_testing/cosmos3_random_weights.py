@@ -5,10 +5,27 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from cosmos3.config import Cosmos3Config
 from cosmos3.model import Cosmos3Transformer
-from cosmos3.ops import FP8_DTYPES, CastOps, TorchOps
+from cosmos3.ops import FP8_DTYPES, TorchOps
+
+
+class CastLinear(nn.Linear):
+    """``nn.Linear`` that casts its stored weight and bias to the input's dtype on every call, so weights can
+    be stored in fp8 and computed in bf16 (what ComfyUI's cast-on-the-fly operations do inside ComfyUI)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        return F.linear(x, self.weight.to(x.dtype), bias)
+
+
+class CastOps(TorchOps):
+    """Plain torch layers with cast-on-the-fly linears: fp8 weight storage outside ComfyUI (benchmarks, tests)."""
+
+    Linear = CastLinear
 
 
 @torch.no_grad()

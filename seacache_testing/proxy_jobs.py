@@ -52,14 +52,14 @@ def even_steps(steps: int, full: int) -> set[int]:
     return {round(i * (steps - 1) / (full - 1)) for i in range(full)}
 
 
-def gate_session(gate: str, threshold: float, order: int, sigmas: torch.Tensor, speedup: float = 0.0) -> SeaCacheRun:
+def gate_run(gate: str, threshold: float, order: int, sigmas: torch.Tensor, speedup: float = 0.0) -> SeaCacheRun:
     """A run of ``gate`` ("sea", "sea_same_sigma" or the benchmark's "unfiltered") on this schedule; a ``speedup``
     target replaces the threshold (the speed controller)."""
     config = SeaCacheConfig(threshold=threshold, order=order, gate="sea" if gate == "unfiltered" else gate, speedup=speedup)
-    session = SeaCacheRun(config, sigmas)
+    run = SeaCacheRun(config, sigmas)
     if gate == "unfiltered":
-        session.indicator = UnfilteredIndicator()
-    return session
+        run.indicator = UnfilteredIndicator()
+    return run
 
 
 @dataclass
@@ -89,10 +89,10 @@ class Job:
             host = EvenSkipHost(self.model, sigmas, even_steps(self.steps, int(setting)), order)
             x = self.sample(p, host)
             return host.full, x
-        session = gate_session(gate, setting, order, sigmas, speedup)
-        x = self.sample(p, SeaCachedCosmos3(self.model, session))
-        full = session.stats.ran
-        session.release()
+        run = gate_run(gate, setting, order, sigmas, speedup)
+        x = self.sample(p, SeaCachedCosmos3(self.model, run))
+        full = run.stats.ran
+        run.release()
         return full, x
 
 
@@ -162,9 +162,9 @@ class SoundJob(Job):
             out = self.sample(p, model=wrapped)
             return wrapped.full, out
         weight = 0.0 if gate == "video" else self.sound_weight
-        session = SeaCacheRun(SeaCacheConfig(threshold=setting, order=order, gate=self.gate, sound_weight=weight),
+        run = SeaCacheRun(SeaCacheConfig(threshold=setting, order=order, gate=self.gate, sound_weight=weight),
                               reference_sigmas(self.steps, self.shift))
-        out = self.sample(p, SeaCachedCosmos3(self.model, session))
-        full = session.stats.ran
-        session.release()
+        out = self.sample(p, SeaCachedCosmos3(self.model, run))
+        full = run.stats.ran
+        run.release()
         return full, out

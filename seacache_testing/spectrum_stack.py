@@ -7,12 +7,12 @@ What it does, per sampling run (a run starts when a call's step index is not pas
 
 - step index: the call's sigma located in ``transformer_options["sample_sigmas"]`` (one model call per step with
   euler, as Spectrum's per-branch call counter counts);
-- schedule: ``seacache_core.forecast.spectrum_schedule`` (warm-up 5 computed calls, window N = 2, growth alpha, the
+- schedule: ``spectrum_forecast.spectrum_schedule`` (warm-up 5 computed calls, window N = 2, growth alpha, the
   speed knob), fixed before the run from the step count alone;
 - computed call: the stack runs and its output (the generator hidden states before ``norm_moe_gen``, the tensor
   Spectrum forecasts: the last block's output before the output norm and projection) is recorded at its step;
 - skipped call: the stack does not run (neither generator layers nor text pathway); its output is
-  ``ChebyshevHistory(order=1, degree=4, ridge_lambda=0.1, blend=w, step_span=50)``'s forecast over every computed
+  ``SpectrumHistory(order=1, degree=4, ridge_lambda=0.1, blend=w, step_span=50, centre="none")``'s forecast over every computed
   call of the run (its capacity is the run's step count, so none falls out), and the model's head
   (``norm_moe_gen``, ``proj_out``, unpatchify) runs on it as on a computed output.
 
@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 
-from seacache_core.forecast import (
+from .spectrum_forecast import (
     SPECTRUM_DEGREE,
     SPECTRUM_RIDGE_LAMBDA,
     SPECTRUM_STEP_SPAN,
     SPECTRUM_WARMUP,
     SPECTRUM_WINDOW,
-    ChebyshevHistory,
+    SpectrumHistory,
     spectrum_schedule,
 )
 
@@ -57,9 +57,9 @@ class SpectrumStack:
         if run is None or step <= run["last_step"]:
             run = self.runs[key] = dict(
                 schedule=spectrum_schedule(steps, self.warmup, self.window, self.alpha),
-                history=ChebyshevHistory(LOCAL_ORDER, degree=SPECTRUM_DEGREE, ridge_lambda=SPECTRUM_RIDGE_LAMBDA,
-                                         blend=self.blend, capacity=max(steps, SPECTRUM_DEGREE + 1),
-                                         step_span=SPECTRUM_STEP_SPAN))
+                history=SpectrumHistory(LOCAL_ORDER, degree=SPECTRUM_DEGREE, ridge_lambda=SPECTRUM_RIDGE_LAMBDA,
+                                        blend=self.blend, capacity=max(steps, SPECTRUM_DEGREE + 1),
+                                        step_span=SPECTRUM_STEP_SPAN, centre="none"))
         run["last_step"] = step
         return run
 
@@ -84,7 +84,7 @@ def spectrum_stack(blend: float):
 
         if not hasattr(model.model.diffusion_model, "call_gen_stack"):
             raise ValueError("the Spectrum stack wrapper needs this pack's Cosmos3 (its generator-stack hook)")
-        hook = import_pack_module("nodes.cosmos3.diffusion_model").GEN_STACK_WRAPPER
+        hook = import_pack_module("nodes.cosmos3.transformer").GEN_STACK_WRAPPER
         patched = model.clone()
         patched.add_wrapper_with_key(hook, WRAPPER_KEY, SpectrumStack(blend, alpha))
         return patched

@@ -229,6 +229,14 @@ def write_tiny_tokenizer(folder: str, flavour: str = "qwen2") -> None:
         handle.write("\n")
 
 
+def render_chat(tokenizer, text: str, system_prompt: str | None) -> str:
+    """The chat template of a ``cosmos3.tokenizer.Cosmos3Tokenizer`` rendered for one user turn (plus an optional
+    system turn) and the assistant header: the text its ``encode_prompt`` tokenizes."""
+    return tokenizer.tokenizer.apply_chat_template(
+        tokenizer.chat_messages(text, system_prompt), tokenize=False, add_generation_prompt=True, add_vision_id=False
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write a tiny tokenizer (a text_tokenizer/ stand-in).")
     parser.add_argument("folder", help="output folder, e.g. <checkpoint>/text_tokenizer")

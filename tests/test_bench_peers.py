@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from seacache_core.forecast import spectrum_schedule
+from seacache_testing.spectrum_forecast import spectrum_schedule
 from seacache_testing import peer_comparison as peers
 from seacache_testing import cachedit_packs, peer_figure, proxy_natural, spectrum_stack
 from tests.test_benchmarks import bench

@@ -131,16 +131,16 @@ def test_failure_inside_the_model_falls_back_to_whole_calls(comfy, community, mo
     first_reuse = next(r["step"] for r in last_report(reference)["records"] if r["decision"] == "reused")
 
     for name, module in list(sys.modules.items()):
-        if name.endswith("seacache_core.run") and hasattr(module, "Call"):
-            predict = module.Call.predict
+        if name.endswith("seacache_core.run") and hasattr(module, "SeaCacheRun"):
+            predict = module.SeaCacheRun.predict
 
             @functools.wraps(predict)
-            def failing(self, like, predict=predict):
-                if self.reuse:  # SeaCache's step at the stack's entry, inside the model
+            def failing(self, verdict, like, predict=predict):
+                if verdict.reuse:  # SeaCache's step at the stack's entry, inside the model
                     raise RuntimeError("injected seam failure")
-                return predict(self, like)
+                return predict(self, verdict, like)
 
-            monkeypatch.setattr(module.Call, "predict", failing)
+            monkeypatch.setattr(module.SeaCacheRun, "predict", failing)
     patched = seacache(comfy, community)
     with caplog.at_level("WARNING"):
         out = run(comfy, patched)

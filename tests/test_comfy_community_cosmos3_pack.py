@@ -213,12 +213,12 @@ def test_seacache_failure_inside_the_model_falls_back_to_whole_calls(comfy, pack
     plain = sample(comfy, model, positive, negative, latent)
     patched = seacache(comfy, model)
 
-    def broken_commit(self, residual):  # SeaCache's step where the stack is left, inside the model
+    def broken_commit(self, verdict, residual):  # SeaCache's step where the stack is left, inside the model
         raise RuntimeError("injected seam failure")
 
     for name, module in list(sys.modules.items()):
-        if name.endswith("seacache_core.run") and hasattr(module, "Call"):
-            monkeypatch.setattr(module.Call, "commit", broken_commit)
+        if name.endswith("seacache_core.run") and hasattr(module, "SeaCacheRun"):
+            monkeypatch.setattr(module.SeaCacheRun, "commit", broken_commit)
     with caplog.at_level("WARNING"):
         out = sample(comfy, patched, positive, negative, latent)
     report = last_report(patched)

@@ -286,7 +286,7 @@ def test_a_failure_inside_a_moving_window_step_falls_back_to_whole_calls(comfy, 
     start = windows.WindowedStep.start
 
     def failing(self, stack_in, frames):
-        if self.call.reuse:
+        if self.call.verdict.reuse:
             raise RuntimeError("injected window failure")
         return start(self, stack_in, frames)
 

@@ -163,7 +163,7 @@ def test_the_gate_reads_the_sound_stream_with_one_host_read_per_call(av, monkeyp
         with HostReads() as reads:
             sample_av(av, empty_av(av), model=model, steps=6)
         report = model.model_options["transformer_options"]["seacache_settings"].last_run
-        gate_reads = sum(site.rsplit(":", 1)[0] == "seacache_core/run.py" for _, site in reads.reads)
+        gate_reads = sum(site.rsplit(":", 1)[0] == "seacache_core/sea_filter.py" for _, site in reads.reads)
         assert gate_reads == report["calls"] == len(seen)
         return report
 

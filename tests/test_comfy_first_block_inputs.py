@@ -1,4 +1,4 @@
-"""The first block's modulated input of ComfyUI's core models, as nodes/seacache/seams/first_block_inputs.py computes
+"""The first block's modulated input of ComfyUI's core models, as nodes/seacache/seams/block_views.py computes
 it inside a first-block replace patch, equals what the block itself feeds its self-attention's image projection
 (captured by a forward pre-hook on that projection), on every call of a short CFG run of each tiny model (needs
 COMFYUI_PATH)."""
@@ -26,7 +26,7 @@ FIRST_BLOCKS = {"hunyuan_video": "double_blocks", "flux": "double_blocks", "qwen
 def test_patch_computes_what_the_first_block_feeds_its_attention(comfy, import_pack_module, name):
     if tiny_comfy_models.missing(name):
         pytest.skip(tiny_comfy_models.missing(name))
-    inputs = import_pack_module("nodes.seacache.seams.first_block_inputs")
+    inputs = import_pack_module("nodes.seacache.seams.block_views")
     spec = tiny_comfy_models.SPECS[name]
     model = tiny_comfy_models.build(name)
     diffusion_model = model.model.diffusion_model

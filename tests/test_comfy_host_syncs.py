@@ -31,6 +31,6 @@ def test_seacache_adds_one_host_read_per_call_and_one_per_run_through_comfyui(ti
     calls = model.model_options["transformer_options"]["seacache_settings"].last_run["calls"]
     assert calls == STEPS
     assert plain["cosmos3/model.py"] == cached["cosmos3/model.py"] == STEPS  # the call's sigma and prompt tokens
-    assert cached["seacache_core/run.py"] == calls  # the call's sigma and the distances of its branches, together
+    assert cached["seacache_core/sea_filter.py"] == calls  # the call's sigma and the distances of its branches, together
     assert cached["nodes/seacache/run_inputs.py"] == 1  # latent and noise finite, once per run
     assert sum(cached.values()) - sum(plain.values()) == calls + 1, (plain, cached)

@@ -134,7 +134,7 @@ def test_failed_run_frees_state_and_next_run_is_clean(tiny):
 
 def test_applying_twice_replaces_the_first(tiny):
     twice = tiny.seacache(tiny.seacache(threshold=0.0), threshold=0.5)
-    for wrapper_type in ("outer_sample", "prepare_sampling", "apply_model"):
+    for wrapper_type in ("outer_sample", "apply_model"):  # the rest live in each run's private options
         assert len(twice.get_wrappers(wrapper_type, "seacache")) == 1
     once = tiny.seacache(threshold=0.5)
     assert torch.equal(tiny.sample(twice, steps=STEPS), tiny.sample(once, steps=STEPS))

@@ -139,7 +139,7 @@ def test_spectrum_stack_method_runs_spectrum_on_this_packs_cosmos3(peers, cosmos
     assert calls == spectrum_stack.computed_calls(steps, alpha) == 7  # 0-4, 6, 9
     assert torch.isfinite(out).all() and not torch.equal(out, plain) and torch.equal(again, out)
     assert torch.equal(cosmos3.sample(model, steps=steps, sampler="euler"), plain)
-    hook = import_pack_module("nodes.cosmos3.diffusion_model").GEN_STACK_WRAPPER
+    hook = import_pack_module("nodes.cosmos3.transformer").GEN_STACK_WRAPPER
     never = model.clone()
     never.add_wrapper_with_key(hook, spectrum_stack.WRAPPER_KEY, spectrum_stack.SpectrumStack(1.0, alpha, warmup=steps))
     assert torch.equal(cosmos3.sample(never, steps=steps, sampler="euler"), plain)

@@ -162,13 +162,12 @@ def test_two_threads_on_one_community_model_decide_as_one_thread(comfy, pack, mo
     assert len(reports.by_thread) == 2 and all(r == alone_report for r in reports.by_thread.values())
 
 
-def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history(pack, monkeypatch):
+def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history(pack):
     """ComfyUI's memory estimate of a run is shadowed on the shared model instance while the run prepares: a second
     thread preparing meanwhile waits, then counts its own history (not the first run's), and nothing is left behind."""
     from types import SimpleNamespace
 
     estimate = sys.modules[f"{pack.__name__}.nodes.seacache.estimate"]
-    monkeypatch.setattr(estimate, "kept_bytes", lambda run, base, input_shape: run.history)  # each run's own
 
     class Base:
         def memory_required(self, input_shape):
@@ -187,8 +186,7 @@ def test_two_threads_estimating_memory_of_one_model_each_count_their_own_history
         seen["second"] = model.model.memory_required((1,))
 
     def prepare(executor, history):
-        run = SimpleNamespace(history=history)
-        estimate.count_history_in_memory_estimate(executor, model, model_options={"transformer_options": {estimate.RUN_OPTION: run}})
+        estimate.counting_kept_memory(lambda base, input_shape: history)(executor, model)  # each run's own
 
     a = threading.Thread(target=prepare, args=(first, 10))
     a.start()

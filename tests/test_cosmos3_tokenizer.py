@@ -209,7 +209,7 @@ def test_encode_prompt_matches_apply_chat_template(text, system, ours, hf_tokeni
     ).input_ids
     expected = list(expected) + [hf_tokenizer.eos_token_id, hf_tokenizer.convert_tokens_to_ids("<|vision_start|>")]
     assert ours.encode_prompt(text, system) == expected
-    assert ours.render_chat(text, system) == hf_tokenizer.apply_chat_template(
+    assert tiny.render_chat(ours, text, system) == hf_tokenizer.apply_chat_template(
         messages, tokenize=False, add_generation_prompt=True, add_vision_id=False
     )
 
@@ -217,8 +217,8 @@ def test_encode_prompt_matches_apply_chat_template(text, system, ours, hf_tokeni
 def test_qwen2vl_template_system_turns(ours):
     # With the tiny Qwen2-VL-style template, the pipeline's system prompt gives one system turn, and
     # no system prompt still gives one: the template's own default.
-    with_system = ours.render_chat("A cat.", tok.SYSTEM_PROMPT_VIDEO)
-    without = ours.render_chat("A cat.", None)
+    with_system = tiny.render_chat(ours, "A cat.", tok.SYSTEM_PROMPT_VIDEO)
+    without = tiny.render_chat(ours, "A cat.", None)
     assert with_system.count("<|im_start|>system") == 1 and tok.SYSTEM_PROMPT_VIDEO in with_system
     assert without.count("<|im_start|>system") == 1 and "You are a helpful assistant.<|im_end|>" in without
     assert with_system.endswith("<|im_start|>assistant\n")
@@ -257,7 +257,7 @@ def test_chat_template_jinja_takes_precedence(checkpoint, tmp_path, pipeline_mod
                          use_system_prompt=use_system)
         assert got == tuple(expected)
     # Without a default system turn in the template, "no system prompt" means no system turn at all.
-    assert "<|im_start|>system" not in ours.render_chat("A cat.", None)
+    assert "<|im_start|>system" not in tiny.render_chat(ours, "A cat.", None)
 
 
 def test_chat_template_json_fallback(checkpoint, tmp_path):
@@ -268,7 +268,7 @@ def test_chat_template_json_fallback(checkpoint, tmp_path):
     (folder / "chat_template.json").write_text(json.dumps({"chat_template": PLAIN_CHATML}), encoding="utf-8")
     ours = tok.Cosmos3Tokenizer.from_folder(folder)
     expected = "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
-    assert ours.render_chat("x", "s") == expected
+    assert tiny.render_chat(ours, "x", "s") == expected
 
 
 def test_named_template_list_uses_default(checkpoint, tmp_path):
@@ -293,13 +293,13 @@ def test_template_is_sandboxed(checkpoint, tmp_path):
     folder = _copy_tokenizer(checkpoint, tmp_path / "text_tokenizer")
     (folder / "chat_template.jinja").write_text("{{ messages.__class__.__mro__ }}", encoding="utf-8")
     with pytest.raises(jinja2.exceptions.SecurityError):
-        tok.Cosmos3Tokenizer.from_folder(folder).render_chat("x", None)
+        tiny.render_chat(tok.Cosmos3Tokenizer.from_folder(folder), "x", None)
 
 
 def test_tojson_does_not_escape_html(checkpoint, tmp_path):
     folder = _copy_tokenizer(checkpoint, tmp_path / "text_tokenizer")
     (folder / "chat_template.jinja").write_text("{{ messages | tojson }}", encoding="utf-8")
-    rendered = tok.Cosmos3Tokenizer.from_folder(folder).render_chat("<b>&é</b>", None)
+    rendered = tiny.render_chat(tok.Cosmos3Tokenizer.from_folder(folder), "<b>&é</b>", None)
     assert rendered == json.dumps([{"role": "user", "content": "<b>&é</b>"}], ensure_ascii=False)
 
 
@@ -437,12 +437,12 @@ def test_template_helpers_like_transformers(checkpoint, tmp_path):
     hf = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     ours = tok.Cosmos3Tokenizer.from_folder(folder)
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-    assert ours.render_chat("u", "s") == hf.apply_chat_template(
+    assert tiny.render_chat(ours, "u", "s") == hf.apply_chat_template(
         messages, tokenize=False, add_generation_prompt=True, add_vision_id=False
     )
     (folder / "chat_template.jinja").write_text("{% set ns = namespace(_x=1) %}", encoding="utf-8")
     with pytest.raises(jinja2.exceptions.SecurityError):
-        tok.Cosmos3Tokenizer.from_folder(folder).render_chat("u", None)
+        tiny.render_chat(tok.Cosmos3Tokenizer.from_folder(folder), "u", None)
 
 
 # --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import torch
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, TextKVCache, reference_sigmas
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.seacache_host import SeaCachedCosmos3, run_stack
 
 pytestmark = [
     pytest.mark.cuda,
@@ -46,23 +47,10 @@ def inputs(device):
     return noise, tokens.to(device)
 
 
-class Host:
-    """Routes the model's stack seam through a session (None: plain stack)."""
-
-    def __init__(self, model, session):
-        self.model, self.session = model, session
-
-    def __call__(self, hidden, inp):
-        if self.session is None:
-            return self.model.run_gen_stack(hidden, inp)
-        return self.session.run(lambda h: self.model.run_gen_stack(h, inp), hidden, inp.latent,
-                                inp.host.sigma[0], ["cond", "uncond"])
-
-
-def sample(model, noise, tokens, dtype, session=None, call=None, steps=STEPS):
+def sample(model, noise, tokens, dtype, run=None, call=None, steps=STEPS):
     """Euler flow sampling with CFG 6 (cond + uncond batched); returns the final latent (fp32)."""
     sigmas = reference_sigmas(steps, 5.0)
-    model.call_gen_stack = Host(model, session)
+    model.call_gen_stack = SeaCachedCosmos3(model, run)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
     call = model if call is None else call
     x = noise.clone()
@@ -109,9 +97,9 @@ def test_threshold_zero_is_bit_identical_to_uncached():
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=3)
     plain = sample(model, noise, tokens, torch.bfloat16)
-    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.0), reference_sigmas(STEPS, 5.0))
-    cached = sample(model, noise, tokens, torch.bfloat16, session)
-    assert session.stats.reused == 0 and session.stats.calls == STEPS
+    run = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.0), reference_sigmas(STEPS, 5.0))
+    cached = sample(model, noise, tokens, torch.bfloat16, run)
+    assert run.stats.reused == 0 and run.stats.calls == STEPS
     assert torch.equal(cached, plain)
 
 
@@ -120,11 +108,11 @@ def test_residual_history_on_cpu_matches_device_history():
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=4)
     results = {}
     for storage in ("compute", "cpu"):
-        session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0, residual_storage=storage), reference_sigmas(STEPS, 5.0))
-        out = sample(model, noise, tokens, torch.bfloat16, session)
-        records = session.states["cond"].history.records
+        run = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0, residual_storage=storage), reference_sigmas(STEPS, 5.0))
+        out = sample(model, noise, tokens, torch.bfloat16, run)
+        records = run.states["cond"].history.records
         assert records and all(r.device.type == ("cpu" if storage == "cpu" else DEVICE) for _, r in records)
-        results[storage] = (session.stats.reused, out)
+        results[storage] = (run.stats.reused, out)
     assert results["cpu"][0] > 0
     assert results["cpu"][0] == results["compute"][0]
     assert torch.equal(results["cpu"][1], results["compute"][1])
@@ -135,8 +123,8 @@ def test_torch_compile_still_gates(scope):
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.float32, DEVICE, seed=5)
     config = SeaCacheConfig(gate="sea", threshold=0.5)
-    eager_session = SeaCacheRun(config, reference_sigmas(STEPS, 5.0))
-    eager = sample(model, noise, tokens, torch.float32, eager_session)
+    eager_run = SeaCacheRun(config, reference_sigmas(STEPS, 5.0))
+    eager = sample(model, noise, tokens, torch.float32, eager_run)
     torch._dynamo.reset()
     if scope == "model":
         call = torch.compile(model, backend="inductor")
@@ -144,15 +132,15 @@ def test_torch_compile_still_gates(scope):
         for layer in model.layers:
             layer.gen_step = torch.compile(layer.gen_step, backend="inductor")
         call = None
-    compiled_session = SeaCacheRun(config, reference_sigmas(STEPS, 5.0))
+    compiled_run = SeaCacheRun(config, reference_sigmas(STEPS, 5.0))
     try:
-        compiled = sample(model, noise, tokens, torch.float32, compiled_session, call=call)
+        compiled = sample(model, noise, tokens, torch.float32, compiled_run, call=call)
     finally:
         for layer in model.layers:
             layer.__dict__.pop("gen_step", None)
-    decisions = [r.decision for r in compiled_session.stats.records]
-    assert compiled_session.stats.reused > 0
-    assert decisions == [r.decision for r in eager_session.stats.records]
+    decisions = [r.decision for r in compiled_run.stats.records]
+    assert compiled_run.stats.reused > 0
+    assert decisions == [r.decision for r in eager_run.stats.records]
     assert rel(compiled, eager) < 1e-3
 
 
@@ -181,15 +169,15 @@ def test_no_host_sync_in_the_layer_loop_beyond_the_gate():
         noise.sum().item()  # the debug mode does catch a sync
     sigmas = reference_sigmas(STEPS, 5.0)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
-    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0), sigmas)
-    decide = allow_syncs(session.decide)
+    run = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=100.0), sigmas)
+    decide = allow_syncs(run.decide)
 
     def decide_allowing_syncs(*args, **kwargs):
         call = decide(*args, **kwargs)
         call.predict, call.commit = allow_syncs(call.predict), allow_syncs(call.commit)
         return call
 
-    session.decide = decide_allowing_syncs
+    run.decide = decide_allowing_syncs
     with torch.no_grad():
         for i in range(STEPS):
             x = noise.to(torch.bfloat16).expand(2, -1, -1, -1, -1)
@@ -203,9 +191,9 @@ def test_no_host_sync_in_the_layer_loop_beyond_the_gate():
                 return h
 
             with sync_debug("error"):
-                out = session.run(stack, hidden, inp.latent, sigma, ["cond", "uncond"])
+                out = run_stack(run, stack, hidden, inp.latent, sigma, ["cond", "uncond"])
                 model.finish(out, inp)
-    assert session.stats.reused > 0  # both the computed and the reused path ran under the check
+    assert run.stats.reused > 0  # both the computed and the reused path ran under the check
 
 
 def test_host_syncs_per_cached_model_call():
@@ -217,8 +205,8 @@ def test_host_syncs_per_cached_model_call():
     noise, tokens = inputs(DEVICE)
     model = random_model(CONFIG, torch.bfloat16, DEVICE, seed=7)
     sigmas = reference_sigmas(STEPS, 5.0)
-    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5, residual_storage="cpu"), sigmas)
-    model.call_gen_stack = Host(model, session)
+    run = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=0.5, residual_storage="cpu"), sigmas)
+    model.call_gen_stack = SeaCachedCosmos3(model, run)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
     x, sites = noise.clone(), Counter()
     try:
@@ -234,5 +222,5 @@ def test_host_syncs_per_cached_model_call():
                 x = x + (sigmas[i + 1] - sigmas[i]).item() * (v[1:] + 6.0 * (v[:1] - v[1:]))
     finally:
         del model.call_gen_stack
-    assert session.stats.reused > 0
+    assert run.stats.reused > 0
     assert sum(sites.values()) <= 2 * STEPS + 1, sites

@@ -1,4 +1,4 @@
-"""The first-block indicator (seacache_core.first_block) against an independent float64 reference of diffusers'
+"""The first-block indicator (seacache_core.vision_tokens) against an independent float64 reference of diffusers'
 ``first_block`` indicator and gate (seacache_testing.first_block_reference), on this pack's tiny Cosmos3.
 
 The tensor is captured by a forward hook the test places on the first generator layer's input norm
@@ -16,9 +16,8 @@ import torch
 from cosmos3 import Cosmos3Config
 from cosmos3.schedule import reference_sigmas
 from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances
-from seacache_core.first_block import (
-    PUBLISHED_THRESHOLD, VisionTokens, first_block_indicator, first_block_view, noisy_frames_view, published_config,
-)
+from seacache_core.vision_tokens import VisionTokens, first_block_view, noisy_frames_view
+from seacache_testing.first_block_recipe import PUBLISHED_THRESHOLD, first_block_indicator, published_config
 from seacache_testing.cosmos3_random_weights import random_model
 from seacache_testing.first_block_reference import (
     ReferenceGate, reference_distance, reference_indicator, vision_indexes,
@@ -141,8 +140,8 @@ def _pack_decisions(case, sigmas, calls, threshold) -> dict[str, list[tuple[bool
             reused = call.enter(stack_in, lambda: view[item : item + 1]) is not None
             if not reused:
                 call.leave(stack_in + 1)
-            assert call.done and call.failure is None
-            decisions[key].append((not reused, call.distance))
+            assert call.verdict.committed and call.failure is None
+            decisions[key].append((not reused, call.verdict.distance))
     return decisions
 
 
@@ -263,23 +262,16 @@ def test_a_pending_call_is_decided_when_it_enters_with_the_view():
     records the failure, the stack runs) and leaves the run untouched."""
     run = SeaCacheRun(published_config(), [0.9, 0.6, 0.3, 0.0])
     call = run.pending(0.9, ["c"])
-    assert call.step is None and not run.states and not run.stats.records
+    assert call.verdict is None and not run.states and not run.stats.records
     assert call.enter(torch.zeros(1, 2)) is None
     assert isinstance(call.failure, ValueError) and "first block" in str(call.failure)
-    assert not call.done and not run.states and not run.stats.records
+    assert call.verdict is None and not run.states and not run.stats.records
 
     call = run.pending(0.9, ["c"])
     assert call.enter(torch.zeros(1, 2), lambda: _view(0)) is None  # step 0: warm-up
-    assert (call.step, call.reason, call.reuse) == (0, "warmup", False)
+    assert (call.verdict.step, call.verdict.reason, call.verdict.reuse) == (0, "warmup", False)
     call.leave(torch.ones(1, 2))
-    assert call.done and run.stats.records[-1].reason == "warmup" and "c" in run.states
-
-
-def test_a_one_callable_stack_cannot_run_a_first_block_gate_on_its_latent():
-    run = SeaCacheRun(published_config(), [0.9, 0.6, 0.0])
-    with pytest.raises(ValueError, match="reads the first block's input, not the latent"):
-        run.run(lambda x: x, torch.zeros(1, 2), _view(0), 0.9, ["c"])
-    assert not run.states and not run.stats.records
+    assert call.verdict.committed and run.stats.records[-1].reason == "warmup" and "c" in run.states
 
 
 @pytest.mark.parametrize("gate", ["first_block", "first_block_same_sigma"])
@@ -292,7 +284,7 @@ def test_first_block_gates_keep_the_view_in_its_dtype(gate):
         call.leave(torch.ones(1, 2))
         assert run.states["c"].indicator.dtype == dtype
     latent_gate = SeaCacheRun(SeaCacheConfig(gate="sea"), [0.9, 0.6, 0.0])
-    latent_gate.decide(_view(0, torch.bfloat16), 0.9, ["c"]).commit(torch.ones(1, 2))
+    latent_gate.commit(latent_gate.decide(_view(0, torch.bfloat16), 0.9, ["c"]), torch.ones(1, 2))
     assert latent_gate.states["c"].indicator.dtype == torch.float32
 
 
@@ -306,6 +298,6 @@ def test_first_block_gates_filter_images_with_exponent_3_by_default():
         first.leave(torch.ones(1, 2))
         second = run.pending(0.6, ["c"])
         second.enter(torch.zeros(1, 2), lambda: _view(1, frames=1))
-        return second.distance
+        return second.verdict.distance
 
     assert distance("first_block", None) == distance("first_block", 3.0) != distance("first_block", 2.0)

@@ -7,6 +7,7 @@ import torch
 
 from cosmos3 import TEXT_KV_CACHE_KEY, Cosmos3Config, Cosmos3Transformer, TextKVCache, patchify, reference_sigmas
 from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.seacache_host import run_stack
 from seacache_testing.memory_plan import (
     GENERATOR,
     GIB,
@@ -129,12 +130,12 @@ def test_history_bytes_match_a_full_session(forecaster, order):
     cache = SeaCacheConfig(gate="sea", threshold=0.0, order=order, forecaster=forecaster)
     tokens, steps = 24, cache.residuals_kept + 2  # long enough to fill the history
     sigmas = reference_sigmas(steps, 5.0)
-    session = SeaCacheRun(cache, sigmas)
+    run = SeaCacheRun(cache, sigmas)
     latent = torch.randn(2, 48, 3, 4, 4)
     for i in range(steps):
         hidden = torch.randn(2, tokens, config.hidden_size, dtype=torch.bfloat16)
-        session.run(lambda h: h * 1.5, hidden, latent, float(sigmas[i]), ["cond", "uncond"])
-    stored = [r for key in ("cond", "uncond") for _, r in session.states[key].history.records]
+        run_stack(run, lambda h: h * 1.5, hidden, latent, float(sigmas[i]), ["cond", "uncond"])
+    stored = [r for key in ("cond", "uncond") for _, r in run.states[key].history.records]
     measured = sum(r.numel() * r.element_size() for r in stored)
     assert len(stored) == 2 * (12 if forecaster == "chebyshev" else order + 1)
     assert measured == 2 * cache.history_bytes(tokens * config.hidden_size, 2)  # 2 branches, bf16

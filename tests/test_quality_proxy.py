@@ -95,7 +95,7 @@ def test_unfiltered_gate_compares_raw_latents():
             gate.indicator = UnfilteredIndicator()
         for sigma, latent in zip((0.6, 0.5), (a, b)):
             decision = gate.decide(latent, sigma, ["c"], filter_sigma=0.5)
-            decision.commit(torch.zeros(1, 1))
+            gate.commit(decision, torch.zeros(1, 1))
         distances[name] = decision.distance
     assert distances["none"] == pytest.approx(float(item_distances(b, a)), rel=1e-5)
     sea = item_distances(sea_filter_float32(b, 0.5), sea_filter_float32(a, 0.5))

@@ -18,11 +18,11 @@ def test_defaults_are_seacache_applys():
 
 
 def test_chebyshev_defaults_are_spectrums_published_setting():
-    from seacache_core.forecast import DEFAULT_CAPACITY, SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA
+    from seacache_testing.spectrum_forecast import SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA
 
     c = SeaCacheConfig(forecaster="chebyshev")
     assert (c.chebyshev_degree, c.chebyshev_lambda) == (SPECTRUM_DEGREE, SPECTRUM_RIDGE_LAMBDA)
-    assert c.chebyshev_capacity == DEFAULT_CAPACITY == c.residuals_kept == 12
+    assert c.chebyshev_capacity == c.residuals_kept == 12
 
 
 def test_the_node_writes_no_default_of_its_own():

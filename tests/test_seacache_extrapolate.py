@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from seacache_core import ResidualHistory, extrapolate_residual
+from seacache_testing.allocation_counters import counting_host_buffers, offload_against_kept
 from tests.test_cuda import sync_debug
 
 
@@ -102,18 +103,11 @@ def test_cpu_storage_reuses_its_buffers_and_matches_compute_storage_bit_for_bit(
     residuals = [torch.randn(2, 5, 7, generator=gen).bfloat16() for _ in range(12)]
     offloaded, kept = ResidualHistory(order, residual_storage="cpu"), ResidualHistory(order)
     steps = [0, 1, 2, 2, 3, 5, 6, 7, 8, 9, 10, 11]  # a repeated step (replaced) and a gap
-    for step, residual in zip(steps, residuals):
-        offloaded.append(step, residual)
-        kept.append(step, residual)
-        # the host copy is its own buffer, never the caller's tensor
-        assert all(r.data_ptr() != residual.data_ptr() for _, r in offloaded.records)
-        for at in (step + 1, step + 2):
-            assert torch.equal(offloaded.predict(at, "cpu", torch.float32), kept.predict(at, "cpu", torch.float32))
-    assert [s for s, _ in offloaded.records] == [s for s, _ in kept.records]
-    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(offloaded.records, kept.records))
-    assert offloaded.buffers_allocated == order + 1  # allocated once, then reused for the rest of the run
-    offloaded.append(12, torch.zeros(3, 5, 7, dtype=torch.bfloat16))  # another shape: fresh buffers
-    assert offloaded.buffers_allocated == order + 2 and len(offloaded) == 1
+    # allocated once, then reused for the rest of the run
+    assert offload_against_kept(offloaded, kept, steps, residuals, ahead=(1, 2)) == order + 1
+    with counting_host_buffers() as allocated:
+        offloaded.append(12, torch.zeros(3, 5, 7, dtype=torch.bfloat16))  # another shape: a fresh buffer
+    assert allocated[offloaded] == 1 and len(offloaded) == 1
 
 
 def test_order_one_follows_its_line_one_spacing_past_the_last_record_and_holds_it():
@@ -142,13 +136,14 @@ def test_history_predict_never_returns_a_stored_tensor():
 def test_history_cpu_offload_is_pinned_and_waits_on_the_device_only():
     history = ResidualHistory(1, residual_storage="cpu")
     residuals = [torch.randn(2, 4096, 512, device="cuda", dtype=torch.bfloat16) for _ in range(6)]
-    history.append(0, residuals[0])
-    history.append(1, residuals[1])
-    with sync_debug("error"):  # any host wait raises
-        for step in range(2, 6):
-            predicted = history.predict(step, torch.device("cuda"), torch.bfloat16)
-            history.append(step, residuals[step])
-    assert all(r.is_pinned() for _, r in history.records) and history.buffers_allocated == 2
+    with counting_host_buffers() as allocated:
+        history.append(0, residuals[0])
+        history.append(1, residuals[1])
+        with sync_debug("error"):  # any host wait raises
+            for step in range(2, 6):
+                predicted = history.predict(step, torch.device("cuda"), torch.bfloat16)
+                history.append(step, residuals[step])
+    assert all(r.is_pinned() for _, r in history.records) and allocated[history] == 2
     expected = ResidualHistory(1)
     for step in range(5):
         expected.append(step, residuals[step])

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from seacache_core import GainCache, SeaCacheConfig, SeaCacheRun, sea_filter_float32
+from seacache_testing.allocation_counters import CountingGainCache
 
 
 def _latent(shape=(2, 3, 5, 8, 10), seed=0, dtype=torch.float32):
@@ -120,7 +121,7 @@ def test_invalid_dims_and_sigma_raise():
 
 
 def test_gain_cache_builds_once_per_shape_and_sigma():
-    cache = GainCache()
+    cache = CountingGainCache()
     for batch in (1, 2, 4):
         sea_filter_float32(_latent((batch, 3, 5, 8, 10)), 0.5, cache=cache)
     assert cache.builds == 1
@@ -134,15 +135,15 @@ def test_gain_cache_builds_once_per_shape_and_sigma():
 def test_gate_power_auto_video_3_image_2():
     gate = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), [0.5, 0.0])
     video = _latent((1, 3, 5, 8, 10))
-    gate.decide(video, 0.5, ["v"]).commit(torch.zeros(1, 1))
+    gate.commit(gate.decide(video, 0.5, ["v"]), torch.zeros(1, 1))
     torch.testing.assert_close(gate.states["v"].indicator, sea_filter_float32(video, 0.5, power=3.0))
     assert not torch.allclose(gate.states["v"].indicator, sea_filter_float32(video, 0.5, power=2.0))
     image = _latent((1, 3, 8, 10))
-    gate.decide(image, 0.5, ["i"]).commit(torch.zeros(1, 1))
+    gate.commit(gate.decide(image, 0.5, ["i"]), torch.zeros(1, 1))
     torch.testing.assert_close(gate.states["i"].indicator, sea_filter_float32(image, 0.5, power=2.0, dims=(-2, -1)))
     one_frame = _latent((1, 3, 1, 8, 10))
-    gate.decide(one_frame, 0.5, ["f"]).commit(torch.zeros(1, 1))
+    gate.commit(gate.decide(one_frame, 0.5, ["f"]), torch.zeros(1, 1))
     torch.testing.assert_close(gate.states["f"].indicator, sea_filter_float32(one_frame, 0.5, power=2.0))
     fixed = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea", power=1.5), [0.5, 0.0])
-    fixed.decide(video, 0.5, ["v"]).commit(torch.zeros(1, 1))
+    fixed.commit(fixed.decide(video, 0.5, ["v"]), torch.zeros(1, 1))
     torch.testing.assert_close(fixed.states["v"].indicator, sea_filter_float32(video, 0.5, power=1.5))

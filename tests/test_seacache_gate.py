@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from seacache_core import ResidualHistory, SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
+from seacache_testing.allocation_counters import CountingGainCache
 
 SHAPE = (1, 3, 4, 6, 8)
 
@@ -33,9 +34,9 @@ def _call(run, keys, latent, sigma, residual=None, filter_sigma=None):
     """One gated call as a host makes it; returns the call and whether the prediction was applied."""
     residual = torch.randn(len(keys), 5) if residual is None else residual
     call = run.decide(latent, sigma, keys, filter_sigma)
-    if call.predict(residual) is not None:
+    if run.predict(call, residual) is not None:
         return call, True
-    call.commit(residual)
+    run.commit(call, residual)
     return call, False
 
 
@@ -196,10 +197,10 @@ def test_predict_order0_returns_branch_residuals_in_item_order():
     lat = torch.cat([_noise(seed=1), _noise(seed=2), _noise(seed=1)])
     keys = ["c", "u", "c"]
     res = torch.arange(3 * 4, dtype=torch.float32).reshape(3, 4)
-    gate.decide(lat, 0.9, keys).commit(res)
+    gate.commit(gate.decide(lat, 0.9, keys), res)
     d = gate.decide(lat, 0.8, keys)
     assert d.reuse
-    pred = d.predict(torch.zeros(3, 4, dtype=torch.float64))  # commits the reuse
+    pred = gate.predict(d, torch.zeros(3, 4, dtype=torch.float64))  # commits the reuse
     assert pred.dtype == torch.float64 and torch.equal(pred, res.double())
     assert gate.stats.records[-1].decision == "reused"
 
@@ -211,19 +212,19 @@ def test_prediction_extrapolates_recorded_residuals():
     for step in range(3):
         d = gate.decide(lat[step], sig[step], ["c"])
         if d.reuse:
-            torch.testing.assert_close(d.predict(torch.zeros(1, 6)), base + 2 * slope)
+            torch.testing.assert_close(gate.predict(d, torch.zeros(1, 6)), base + 2 * slope)
         else:
-            d.commit(base + step * slope)
+            gate.commit(d, base + step * slope)
     assert [r.decision for r in gate.stats.records] == ["forced", "forced", "reused"]
 
 
 def test_prediction_fallback_counts_as_computed():
     gate = _new(SeaCacheConfig(gate="sea", threshold=1e9), 5)
     lat, sig = _drifting(5), _sigmas(5)
-    gate.decide(lat[0], sig[0], ["c"]).commit(torch.zeros(1, 4))
+    gate.commit(gate.decide(lat[0], sig[0], ["c"]), torch.zeros(1, 4))
     d = gate.decide(lat[1], sig[1], ["c"])
-    assert d.reuse and d.predict(torch.zeros(1, 7)) is None  # stack shape changed
-    d.commit(torch.ones(1, 7))
+    assert d.reuse and gate.predict(d, torch.zeros(1, 7)) is None  # stack shape changed
+    gate.commit(d, torch.ones(1, 7))
     rec = gate.stats.records[-1]
     assert (rec.decision, rec.reason) == ("computed", "fallback")
     assert gate.stats.reused == 0 and gate.stats.ran == 2
@@ -328,9 +329,9 @@ def test_cpu_residual_storage():
 def test_cpu_residual_storage_offloads_cuda():
     gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, residual_storage="cpu"), 6)
     lat, sig = [x.cuda() for x in _drifting(6)], _sigmas(6)
-    gate.decide(lat[0], sig[0], ["c"]).commit(torch.ones(1, 5, device="cuda"))
+    gate.commit(gate.decide(lat[0], sig[0], ["c"]), torch.ones(1, 5, device="cuda"))
     assert gate.states["c"].history.records[0][1].device.type == "cpu"
-    pred = gate.decide(lat[1], sig[1], ["c"]).predict(torch.zeros(1, 5, device="cuda", dtype=torch.bfloat16))
+    pred = gate.predict(gate.decide(lat[1], sig[1], ["c"]), torch.zeros(1, 5, device="cuda", dtype=torch.bfloat16))
     assert pred.device.type == "cuda" and pred.dtype == torch.bfloat16
     assert torch.equal(pred.float().cpu(), torch.ones(1, 5))
 
@@ -348,6 +349,7 @@ def test_gain_built_once_per_step_whatever_the_batch():
     n = 6
     lat, sig = _drifting(n), _sigmas(n)
     batched, separate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), n), _new(SeaCacheConfig(threshold=0.25, gate="sea"), n)
+    batched.gains, separate.gains = CountingGainCache(), CountingGainCache()
     for step in range(n):
         _call(batched, ["c", "u"], torch.cat([lat[step], 2 * lat[step]]), sig[step])
         _call(separate, ["c"], lat[step], sig[step])
@@ -363,14 +365,14 @@ def test_api_misuse_raises():
     with pytest.raises(ValueError, match="latent must be"):
         gate.decide(lat.flatten(2), 0.6, ["c"])
     d = gate.decide(lat, 0.6, ["c"])
-    assert d.predict(torch.zeros(1, 3)) is None  # no reuse decision: the call computes
+    assert gate.predict(d, torch.zeros(1, 3)) is None  # no reuse decision: the call computes
     with pytest.raises(ValueError, match="residual"):
-        d.commit(None)
+        gate.commit(d, None)
     with pytest.raises(ValueError, match="batch"):
-        d.commit(torch.zeros(2, 3))
-    d.commit(torch.zeros(1, 3))
+        gate.commit(d, torch.zeros(2, 3))
+    gate.commit(d, torch.zeros(1, 3))
     with pytest.raises(RuntimeError, match="committed already"):
-        d.commit(torch.zeros(1, 3))
+        gate.commit(d, torch.zeros(1, 3))
     assert gate.stats.calls == 1
 
 
@@ -386,14 +388,14 @@ def test_release_frees_the_state_and_keeps_the_statistics():
 def test_entry_points_are_not_traced_by_torch_compile():
     from seacache_core import Call
 
-    for method in (SeaCacheRun.decide, SeaCacheRun.follow, Call.enter, Call.leave, Call.predict, Call.commit):
+    for method in (SeaCacheRun.decide, SeaCacheRun.follow, Call.enter, Call.leave, SeaCacheRun.predict, SeaCacheRun.commit):
         assert getattr(method, "_torchdynamo_disable", False)
     gate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), 4)
     lat = _noise()
 
     @torch.compile(backend="eager")
     def model_call(x):
-        gate.decide(x, 0.6, ["c"]).commit(x.flatten(1) * 2)
+        gate.commit(gate.decide(x, 0.6, ["c"]), x.flatten(1) * 2)
         return x + 1
 
     torch.testing.assert_close(model_call(lat), lat + 1)
@@ -413,7 +415,7 @@ def test_joint_gate_reads_the_sound_latent(gate_name):
         gate = SeaCacheRun(SeaCacheConfig(threshold=100.0, gate=gate_name, sound_weight=weight), [*sigmas, 0.4, 0.3, 0.0])
         for step in range(2):
             decision = gate.decide(video[step], sigmas[step], ["c"], sound=sound[step] if with_sound else None)
-            decision.commit(torch.zeros(1, 1))
+            gate.commit(decision, torch.zeros(1, 1))
         return decision.distance
 
     video_only = distance(1.0, False)
@@ -429,7 +431,7 @@ def test_joint_gate_computes_when_the_sound_changes_shape():
     gate = _new(SeaCacheConfig(threshold=100.0), 4)
     for step, frames in enumerate((9, 10)):
         decision = gate.decide(_noise(), _sigmas(4)[step], ["c"], sound=_noise((1, 4, frames)))
-        decision.commit(torch.zeros(1, 1))
+        gate.commit(decision, torch.zeros(1, 1))
     assert decision.distance == float("inf") and not decision.reuse
 
 
@@ -444,9 +446,9 @@ def test_a_follower_reuses_its_own_history_exactly_when_its_leader_reused():
         _, leader_reused = _call(gate, ["c"], latent, sigma)
         residual = torch.full((1, 5), float(step))
         decision = gate.follow(["c+g0"], ["c"], sigma)
-        predicted = decision.predict(residual)
+        predicted = gate.predict(decision, residual)
         if predicted is None:
-            decision.commit(residual)
+            gate.commit(decision, residual)
         assert decision.reuse == leader_reused and decision.follows
         if predicted is not None:  # extrapolated from the follower's own residuals, not the leader's
             assert torch.equal(predicted, own.predict(step, residual.device, residual.dtype))
@@ -458,7 +460,7 @@ def test_a_follower_reuses_its_own_history_exactly_when_its_leader_reused():
     assert gate.states["c+g0"].last_step == n - 1
     orphan = gate.follow(["u+g0"], ["u"], sigmas[3])
     assert (orphan.reuse, orphan.reason) == (False, "no_leader")
-    orphan.commit(torch.zeros(1, 5))
+    gate.commit(orphan, torch.zeros(1, 5))
     assert "u+g0" not in gate.states
 
 
@@ -469,4 +471,4 @@ def test_threshold_zero_leaves_every_follower_computing():
         _call(gate, ["c", "u"], torch.cat([latent, latent]), sigma)
         decision = gate.follow(["c+g0"], ["c"], sigma)
         assert not decision.reuse
-        decision.commit(torch.randn(1, 5))
+        gate.commit(decision, torch.randn(1, 5))

@@ -39,9 +39,9 @@ def gate_run(latents: list[torch.Tensor], threshold: float) -> tuple[list[tuple[
     for latent, sigma in zip(latents, sigmas()):
         decision = gate.decide(latent, sigma, ["cond0/0"])
         if decision.reuse:
-            assert decision.predict(latent) is not None
+            assert gate.predict(decision, latent) is not None
         else:
-            decision.commit(torch.tanh(latent))  # the stack's residual
+            gate.commit(decision, torch.tanh(latent))  # the stack's residual
         decisions.append((decision.reuse, decision.reason))
         accumulated.append(decision.accumulated)
     return decisions, gate.stats.reused, accumulated
@@ -111,8 +111,8 @@ def failing_rank_worker(rank: int, world: int, init_file: str, out_dir: str) -> 
                 stopped = True
                 reuses.append(False)
                 continue
-            if decision.predict(latent) is None:
-                decision.commit(torch.tanh(latent))
+            if gate.predict(decision, latent) is None:
+                gate.commit(decision, torch.tanh(latent))
             reuses.append(decision.reuse)
         torch.save(reuses, f"{out_dir}/failing{rank}.pt")
     finally:

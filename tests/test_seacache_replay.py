@@ -2,7 +2,8 @@
 
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheRun, replay
+from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.replay import replay
 
 
 def _latents(n, batch=1):
@@ -18,8 +19,8 @@ def _manual(config, sigmas, latents, keys):
     for step, latent in enumerate(latents):
         residual = torch.randn(len(keys), 2, 7)
         decision = gate.decide(latent, schedule[step], list(keys))
-        if decision.predict(residual) is None:
-            decision.commit(residual)
+        if gate.predict(decision, residual) is None:
+            gate.commit(decision, residual)
     return gate.stats
 
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, replay, sea_filter_float32
+from seacache_core import SeaCacheConfig, SeaCacheRun, item_distances, sea_filter_float32
+from seacache_testing.replay import replay
 
 SHAPE = (1, 3, 4, 6, 8)
 SAME = dict(gate="sea_same_sigma")
@@ -31,8 +32,8 @@ def _run(config, latents, keys=("c",), sigmas=None, filter_sigma=None):
     for latent, sigma in zip(latents, sigmas):
         residual = torch.randn(len(keys), 5)
         decision = gate.decide(latent, sigma, list(keys), filter_sigma)
-        if decision.predict(residual) is None:
-            decision.commit(residual)
+        if gate.predict(decision, residual) is None:
+            gate.commit(decision, residual)
     return gate
 
 

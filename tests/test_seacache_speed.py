@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.seacache_host import run_stack
 from seacache_core.speed import SpeedController
 
 STEPS = 35
@@ -33,27 +34,27 @@ def _u_profile(steps=STEPS):
 def _run(config, latents, keys=(("cond", "uncond"),), reuse_steps=None):
     """One run over ``latents`` (one call per entry of ``keys`` per step); returns the run."""
     steps = len(latents)
-    session = SeaCacheRun(config, torch.linspace(0.9, 0.05, steps + 1), reuse_steps)
-    for latent, sigma in zip(latents, session.sigmas[:steps]):
+    run = SeaCacheRun(config, torch.linspace(0.9, 0.05, steps + 1), reuse_steps)
+    for latent, sigma in zip(latents, run.sigmas[:steps]):
         for call in keys:
             batch = latent.expand(len(call), -1, -1, -1, -1)
-            session.run(lambda h: h * 0.5 + sigma, torch.ones(len(call), 6), batch, sigma, list(call))
-    return session
+            run_stack(run, lambda h: h * 0.5 + sigma, torch.ones(len(call), 6), batch, sigma, list(call))
+    return run
 
 
 @pytest.mark.parametrize("target", [1.5, 1.8, 2.0, 2.5])
 @pytest.mark.parametrize("gate", ["sea", "sea_same_sigma"])
 def test_target_is_reached_by_the_end(target, gate):
-    session = _run(SeaCacheConfig(gate=gate, speedup=target), _latents(_u_profile()))
-    stats = session.stats
+    run = _run(SeaCacheConfig(gate=gate, speedup=target), _latents(_u_profile()))
+    stats = run.stats
     assert stats.calls == STEPS and stats.ran == math.floor(STEPS / target + 0.5)
     assert abs(stats.speedup / target - 1) <= 0.1
-    assert "speedup target" in session.report("completed")["summary"]
+    assert "speedup target" in run.report("completed")["summary"]
 
 
 def test_reuse_spreads_over_the_run_and_keeps_forced_computes():
-    session = _run(SeaCacheConfig(speedup=2.0, max_consecutive=2, warmup_steps=2, end_steps=2), _latents(_u_profile()))
-    decisions = [r.decision for r in session.stats.records]
+    run = _run(SeaCacheConfig(speedup=2.0, max_consecutive=2, warmup_steps=2, end_steps=2), _latents(_u_profile()))
+    decisions = [r.decision for r in run.stats.records]
     assert decisions[:2] == ["forced"] * 2 and decisions[-2:] == ["forced"] * 2
     assert "reused" * 3 not in "".join(decisions).replace("forced", "c").replace("computed", "c")
     halves = decisions[: STEPS // 2], decisions[STEPS // 2 :]
@@ -61,16 +62,16 @@ def test_reuse_spreads_over_the_run_and_keeps_forced_computes():
 
 
 def test_separate_cond_and_uncond_calls_each_reach_the_target():
-    session = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), keys=(("cond",), ("uncond",)))
-    stats = session.stats
+    run = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), keys=(("cond",), ("uncond",)))
+    stats = run.stats
     assert stats.calls == 2 * STEPS and abs(stats.speedup / 2.0 - 1) <= 0.1
 
 
 def test_reuse_window_is_respected():
-    session = _run(SeaCacheConfig(speedup=1.6), _latents(_u_profile()), reuse_steps=range(11, 29))
-    reused = [r.step for r in session.stats.records if r.decision == "reused"]
+    run = _run(SeaCacheConfig(speedup=1.6), _latents(_u_profile()), reuse_steps=range(11, 29))
+    reused = [r.step for r in run.stats.records if r.decision == "reused"]
     assert reused and all(11 <= step < 29 for step in reused)
-    assert abs(session.stats.speedup / 1.6 - 1) <= 0.1
+    assert abs(run.stats.speedup / 1.6 - 1) <= 0.1
 
 
 def test_decisions_are_deterministic():
@@ -83,11 +84,11 @@ def test_unreachable_target_reuses_what_it_may_and_says_so(caplog):
     # 1 warmup + 1 end + every other step: at most ~1.9x, with the cap kept
     config = SeaCacheConfig(speedup=3.0, max_consecutive=1, speed_lifts_cap=False)
     with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
-        session = _run(config, _latents(_u_profile()))
-    best = session.stats.speedup
-    assert "".join("R" if r.decision == "reused" else "c" for r in session.stats.records)[1:-1] == "Rc" * 16 + "R"
+        run = _run(config, _latents(_u_profile()))
+    best = run.stats.speedup
+    assert "".join("R" if r.decision == "reused" else "c" for r in run.stats.records)[1:-1] == "Rc" * 16 + "R"
     assert sum("out of reach" in r.message for r in caplog.records) == 1
-    assert f"at most {best:.2f}x" in session.report("completed")["summary"]
+    assert f"at most {best:.2f}x" in run.report("completed")["summary"]
 
 
 def _most_calls(steps, warmup, end, cap):
@@ -110,9 +111,9 @@ def _lifted_cap(steps, warmup, end, cap, target):
 def test_the_cap_gives_way_just_as_far_as_the_target_needs(target, warmup, end, cap):
     config = SeaCacheConfig(speedup=target, warmup_steps=warmup, end_steps=end, max_consecutive=cap)
     run = SeaCacheRun(config, torch.linspace(0.9, 0.05, STEPS + 1))
-    assert run.max_consecutive == _lifted_cap(STEPS, warmup, end, cap, target)
+    assert run.reuse_cap == _lifted_cap(STEPS, warmup, end, cap, target)
     kept = SeaCacheRun(dataclasses.replace(config, speed_lifts_cap=False), torch.linspace(0.9, 0.05, STEPS + 1))
-    assert kept.max_consecutive == cap
+    assert kept.reuse_cap == cap
 
 
 @pytest.mark.parametrize("target, cap", [(3.0, 3), (4.0, 4)])
@@ -120,13 +121,13 @@ def test_a_lifted_cap_reaches_three_and_four_times(target, cap, caplog):
     """The default cap of 2 leaves at most 35 / 13 = 2.69x; the run lifts it to the smallest that allows the target,
     reaches the target, reuses at most that many steps in a row, warns of nothing and says what it lifted."""
     with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
-        session = _run(SeaCacheConfig(speedup=target), _latents(_u_profile()))
-    assert session.max_consecutive == cap and session.stats.ran == math.floor(STEPS / target + 0.5)
-    decisions = "".join("R" if r.decision == "reused" else "c" for r in session.stats.records)
+        run = _run(SeaCacheConfig(speedup=target), _latents(_u_profile()))
+    assert run.reuse_cap == cap and run.stats.ran == math.floor(STEPS / target + 0.5)
+    decisions = "".join("R" if r.decision == "reused" else "c" for r in run.stats.records)
     assert "R" * (cap + 1) not in decisions and "R" * cap in decisions
-    forced = [r for r in session.stats.records if r.reason == "max_consecutive"]
+    forced = [r for r in run.stats.records if r.reason == "max_consecutive"]
     assert all(decisions[r.step - cap : r.step] == "R" * cap for r in forced)
-    summary = session.report("completed")["summary"]
+    summary = run.report("completed")["summary"]
     assert f"max_consecutive lifted from 2 to {cap} for this target" in summary and "out of reach" not in summary
     assert not caplog.records
 
@@ -134,7 +135,7 @@ def test_a_lifted_cap_reaches_three_and_four_times(target, cap, caplog):
 def test_a_reachable_target_keeps_the_cap_and_its_decisions():
     latents = _latents(_u_profile())
     lifting, keeping = (_run(SeaCacheConfig(speedup=2.0, speed_lifts_cap=lifts), latents) for lifts in (True, False))
-    assert lifting.max_consecutive == 2 and lifting.speed.lifted_cap is None
+    assert lifting.reuse_cap == 2 and lifting.speed.lifted_cap is None
     assert [(r.decision, r.accumulated) for r in lifting.stats.records] == \
         [(r.decision, r.accumulated) for r in keeping.stats.records]
     assert "lifted" not in lifting.report("completed")["summary"]
@@ -143,24 +144,24 @@ def test_a_reachable_target_keeps_the_cap_and_its_decisions():
 def test_a_target_out_of_reach_without_any_cap_lifts_it_all_and_says_both(caplog):
     config = SeaCacheConfig(speedup=3.0, warmup_steps=20)  # 20 warmup + 1 end of 35 steps: at most 35 / 21 = 1.67x
     with caplog.at_level(logging.WARNING, logger="seacache_core.speed"):
-        session = _run(config, _latents(_u_profile()))
-    assert session.max_consecutive == -1 and session.stats.ran == 21
-    summary = session.report("completed")["summary"]
+        run = _run(config, _latents(_u_profile()))
+    assert run.reuse_cap == -1 and run.stats.ran == 21
+    summary = run.report("completed")["summary"]
     assert "max_consecutive lifted from 2 to no cap" in summary and "at most 1.67x" in summary
     assert sum("out of reach" in r.message for r in caplog.records) == 1
 
 
 def test_a_cap_of_zero_is_never_lifted():
-    session = _run(SeaCacheConfig(speedup=3.0, max_consecutive=0), _latents(_u_profile()))
-    assert session.max_consecutive == 0 and session.stats.reused == 0
+    run = _run(SeaCacheConfig(speedup=3.0, max_consecutive=0), _latents(_u_profile()))
+    assert run.reuse_cap == 0 and run.stats.reused == 0
 
 
 def test_the_reuse_window_counts_in_the_lift():
     """Reuse only in steps 10..29: 15 computes outside, and one in every cap + 1 of the 20 inside; cap 2 allows
     35 / 21 = 1.67x, cap 6 is the first that allows 2x (35 / 17 = 2.06x)."""
-    session = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), reuse_steps=range(10, 30))
-    assert session.max_consecutive == 6
-    assert all(10 <= r.step < 30 for r in session.stats.records if r.decision == "reused")
+    run = _run(SeaCacheConfig(speedup=2.0), _latents(_u_profile()), reuse_steps=range(10, 30))
+    assert run.reuse_cap == 6
+    assert all(10 <= r.step < 30 for r in run.stats.records if r.decision == "reused")
 
 
 def test_speedup_off_keeps_the_threshold_rule():
@@ -192,14 +193,14 @@ def test_a_speedup_below_one_leaves_the_threshold_deciding(off):
 def _two_evaluations_per_step(target, steps=20):
     """A Heun-like run: every step evaluated at its sigma, then again at the next step's (a forced compute)."""
     sigmas = [1 - i / steps for i in range(steps + 1)]
-    session = SeaCacheRun(SeaCacheConfig(speedup=target), sigmas)
+    run = SeaCacheRun(SeaCacheConfig(speedup=target), sigmas)
     generator = torch.Generator().manual_seed(0)
     x0, eps = torch.randn(1, 4, 16, 16, generator=generator), torch.randn(1, 4, 16, 16, generator=generator)
     for i in range(steps):
         for sigma in [sigmas[i]] + ([sigmas[i + 1]] if sigmas[i + 1] > 0 else []):
             latent = (1 - sigma) * x0 + sigma * eps
-            session.run(lambda h: h * 0.9 + 0.1, latent.clone(), latent, sigma, ["c"])
-    return session
+            run_stack(run, lambda h: h * 0.9 + 0.1, latent.clone(), latent, sigma, ["c"])
+    return run
 
 
 def test_extra_evaluations_per_step_count_in_the_budget(caplog):

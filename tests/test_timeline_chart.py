@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.seacache_host import run_stack
 
 STEPS = 12
 SIGMAS = torch.linspace(1.0, 0.0, STEPS + 1).tolist()  # ComfyUI style: the final sigma ends the schedule
@@ -32,12 +33,12 @@ def run_report(threshold: float, max_consecutive: int = -1, status: str = "compl
     """One CFG run (cond + uncond batched in each call) over latents drifting ever more slowly."""
     gen = torch.Generator().manual_seed(0)
     base, drift = torch.randn(2, 4, 3, 8, 8, generator=gen), torch.randn(2, 4, 3, 8, 8, generator=gen)
-    session = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=threshold, max_consecutive=max_consecutive), SIGMAS)
+    run = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=threshold, max_consecutive=max_consecutive), SIGMAS)
     for step in range(STEPS):
         hidden = torch.full((2, 5, 8), 1.0 - SIGMAS[step])
-        session.run(lambda h: h * 2.0 + 1.0, hidden, base + 0.02 * step * drift, SIGMAS[step], KEYS)
-    report = session.report(status)
-    session.release()
+        run_stack(run, lambda h: h * 2.0 + 1.0, hidden, base + 0.02 * step * drift, SIGMAS[step], KEYS)
+    report = run.report(status)
+    run.release()
     return report
 
 

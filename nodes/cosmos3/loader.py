@@ -10,7 +10,7 @@ from comfy_api.latest import io
 from ...cosmos3.checkpoint import WEIGHT_NAMES, read_distilled_schedule, read_negative_prompt, tokenizer_folder
 from ...cosmos3.tokenizer import Cosmos3Tokenizer
 from .io_types import Cosmos3AudioVAEIO, Cosmos3Text, Cosmos3TextIO
-from .loading import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
+from .patcher import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
 from .sound import audio_vae_handle
 from .vae import load_cosmos3_vae
 

@@ -363,7 +363,7 @@ def build_comfy_vae(sd: Mapping[str, Any], device=None, dtype=None):
 
     from comfy.ldm.wan.vae2_2 import WanVAE
 
-    from .loading import is_dynamic
+    from .patcher import is_dynamic
 
     model = WanVAE(**dims).eval().to(vae.vae_dtype)
     old = vae.patcher

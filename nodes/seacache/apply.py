@@ -1,5 +1,4 @@
-"""SeaCache Apply: patch a MODEL clone so each step's expensive stack may be skipped (the seam per model
-family lives in :mod:`.seams`)."""
+"""SeaCache Apply: a MODEL clone whose steps may skip their expensive stack."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from comfy_api.latest import io
 
 from ...seacache_core import SeaCacheConfig
 from .composition import refuse_other_caches
-from .estimate import count_history_in_memory_estimate
 from .hooks import gate_model_call, outer_sample_wrapper, schedule_in_flow
 from .run_inputs import refuse_unreachable_first_block
 from .seams import remove_seacache, select_seam
@@ -22,8 +20,8 @@ POWER_CHOICES = {"auto": None, "3 (video)": 3.0, "2 (image)": 2.0}
 STORAGE_CHOICES = {"compute device": "compute", "cpu": "cpu"}
 GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma", "first block": "first_block",
                 "first block same-sigma": "first_block_same_sigma"}
-ORDER_CHOICES = ("auto", "0", "1", "2", "chebyshev")  # "chebyshev": the forecaster over the seam's auto order
-SEAM_ORDER = ("auto", "chebyshev")  # the choices whose Newton order is the seam's
+FORECASTER_CHOICES = {"chebyshev": "chebyshev"}  # residual_order values naming a forecaster, over the seam's order
+RESIDUAL_CHOICES = ("auto", "0", "1", "2", *FORECASTER_CHOICES)  # residual_order's values: "auto" is the seam's order
 GATE_BEFORE_INPUT = "sea"  # the gate of API prompts saved before the `gate` input existed (1.0.0)
 DEFAULTS = SeaCacheConfig()  # the widgets' defaults: their one home is seacache_core/config.py
 # Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
@@ -31,27 +29,25 @@ EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__
 
 
 def choice_label(choices: dict, value) -> str:
-    """The option of ``choices`` that stands for the config value ``value``, so a combo's default is a config default."""
+    """The option of ``choices`` standing for the config value ``value``."""
     return next(label for label, choice in choices.items() if choice == value)
 
 
-def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
-    """A clone of ``model`` with SeaCache's wrappers (replacing an earlier application); ``model`` is untouched.
-    Bad models and other step caches fail here, before sampling; the seam is chosen again at run start for the
-    final MODEL. ``auto_order`` takes the seam's residual order instead of the one in ``settings``."""
+def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
+    """A clone of ``model`` with SeaCache's wrappers, replacing an earlier application; bad models and other caches fail
+    here. ``seam_order`` takes the seam's Newton order."""
     patched = model.clone()
     remove_seacache(patched)
     refuse_other_caches(patched, patched.model_options)
     seam = select_seam(patched, patched.model_options)
     seam.detach(patched)
     refuse_unreachable_first_block(settings.config, seam, {})
-    if auto_order:
+    if seam_order:
         settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, order=seam.auto_order))
-    schedule_in_flow(patched.model.model_sampling, [0.5])  # rejects sampling types that are no noise schedule
+    schedule_in_flow(patched.model.model_sampling, [0.5])  # refuses sampling types that are no noise schedule
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
     for wrapper_type, wrapper in (
         (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, outer_sample_wrapper),
-        (comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING, count_history_in_memory_estimate),
         (comfy.patcher_extension.WrappersMP.APPLY_MODEL, gate_model_call),
     ):
         patched.add_wrapper_with_key(wrapper_type, WRAPPER_KEY, wrapper)
@@ -60,8 +56,7 @@ def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
 
 
 class SeaCacheApply(io.ComfyNode):
-    """Spectral-evolution-aware step cache for Cosmos3 and ComfyUI's video/image diffusion models (training-free,
-    no calibration)."""
+    """Spectral-evolution-aware step cache for Cosmos3 and ComfyUI's diffusion models."""
 
     @classmethod
     def define_schema(cls):
@@ -76,7 +71,7 @@ class SeaCacheApply(io.ComfyNode):
             inputs=[
                 io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
                 io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; sea 0.25, first block 0.35."),
-                io.Combo.Input("residual_order", options=list(ORDER_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto = 2 on Cosmos3 else 1; chebyshev fits 12 computed steps.", **EXPERT),
+                io.Combo.Input("residual_order", options=list(RESIDUAL_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto = 2 on Cosmos3 else 1; chebyshev fits 12 computed steps.", **EXPERT),
                 io.Int.Input("max_consecutive", default=DEFAULTS.max_consecutive, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
                 io.Int.Input("warmup_steps", default=DEFAULTS.warmup_steps, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
                 io.Int.Input("end_steps", default=DEFAULTS.end_steps, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
@@ -93,10 +88,11 @@ class SeaCacheApply(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate=choice_label(GATE_CHOICES, GATE_BEFORE_INPUT), speedup=DEFAULTS.speedup):
+        seam_order = residual_order == "auto" or residual_order in FORECASTER_CHOICES
         config = SeaCacheConfig(
             threshold=threshold,
-            order=1 if residual_order in SEAM_ORDER else int(residual_order),
-            forecaster="chebyshev" if residual_order == "chebyshev" else "newton",
+            order=1 if seam_order else int(residual_order),
+            forecaster=FORECASTER_CHOICES.get(residual_order, "newton"),
             max_consecutive=max_consecutive,
             warmup_steps=warmup_steps,
             end_steps=end_steps,
@@ -107,4 +103,4 @@ class SeaCacheApply(io.ComfyNode):
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))
-        return io.NodeOutput(apply_seacache(model, settings, auto_order=residual_order in SEAM_ORDER))
+        return io.NodeOutput(apply_seacache(model, settings, seam_order=seam_order))

@@ -9,17 +9,14 @@ THRESHOLD_COLOR = (231, 76, 60)
 
 
 def frontend_report(report: dict | None) -> dict:
-    """The report the Stats node sends to the frontend: the run's report (empty before any run) plus the chart's
-    colors as CSS hex (``colors``: one per decision and ``threshold``), so web/seacache.js draws with this
-    module's colors and writes none of its own."""
+    """The report the Stats node sends the frontend, with the chart's colors (the one home of them)."""
     colors = {**COLORS, "threshold": THRESHOLD_COLOR}
     return {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
 
 
 def summary_text(report: dict | None) -> str:
-    """The run's status and step count above the gate's own summary (counts, speedup, forced reasons, timeline),
-    then the guidance calls (followed or plain) and the calls that missed the seam where there were any, why
-    caching stopped mid-run if it did, and the residual boundary (seam) the run used."""
+    """The run's status and step count above the gate's summary, then guidance calls, calls that missed the seam, why
+    caching stopped, and the seam."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
     setting = (f"speedup target {report['speedup_target']:g}x" if report.get("speedup_target")
@@ -39,8 +36,7 @@ def summary_text(report: dict | None) -> str:
 
 
 def render_timeline(report: dict | None, width: int = 960, height: int = 320) -> Image.Image:
-    """Bar chart of one run: one bar per gated call, its height the accumulated distance relative to the
-    threshold (dashed line at 1), colored computed / reused / forced."""
+    """One bar per gated call, its height the accumulated distance over the threshold (dashed at 1)."""
     img = Image.new("RGB", (width, height), (24, 24, 28))
     draw = ImageDraw.Draw(img)
     left, right, top, bottom = 48, width - 12, 34, height - 30

@@ -1,11 +1,10 @@
-"""How SeaCache composes with what other nodes put on the same MODEL: other step caches are refused before the
-first step, and model calls that belong to guidance rather than to the sampler's step run uncached."""
+"""How SeaCache composes with other nodes on the same MODEL: another step cache is refused before the first step, and
+the model calls of guidance are told apart from the sampler's."""
 
 from __future__ import annotations
 
 from functools import wraps
 
-# Other step caches, recognised by the wrapper keys or transformer_options keys their nodes register.
 OTHER_CACHES = {
     "easycache": "EasyCache (core)",
     "lazycache": "LazyCache (core)",
@@ -14,13 +13,11 @@ OTHER_CACHES = {
     "magcache": "MagCache (ComfyUI-MagCache)",
 }
 GUIDANCE_FUNCTIONS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
-GUIDANCE_OPTION = "seacache_guidance_call"
-"""transformer_options key set on the model calls a guidance function makes (they run uncached)."""
+GUIDANCE_OPTION = "seacache_guidance_call"  # marks the model calls a guidance function makes
 
 
 def other_cache(model_patcher, model_options: dict) -> str | None:
-    """The name of another step cache patched into this MODEL, else None: its wrapper keys first (each node's
-    own), then its transformer_options keys. Two caches would each skip work the other believes was done."""
+    """The name of another step cache patched into this MODEL (by its wrapper or option keys), else None."""
     transformer_options = model_options.get("transformer_options", {})
     wrapper_keys = [key for wrappers in (transformer_options.get("wrappers", {}), getattr(model_patcher, "wrappers", {}))
                     for keyed in wrappers.values() for key in keyed]
@@ -32,7 +29,7 @@ def other_cache(model_patcher, model_options: dict) -> str | None:
 
 
 def refuse_other_caches(model_patcher, model_options: dict) -> None:
-    """ValueError naming the other step cache on this MODEL and the fix (before the first step)."""
+    """ValueError naming the other step cache and the fix: each would skip work the other relies on."""
     cache = other_cache(model_patcher, model_options)
     if cache is not None:
         raise ValueError(
@@ -42,23 +39,19 @@ def refuse_other_caches(model_patcher, model_options: dict) -> None:
 
 
 def options_signature(transformer_options: dict) -> dict:
-    """Which block/attention replacement patches a call runs with (by identity), to tell the sampler's calls from
-    guidance calls with their own patches (skip-layer guidance, perturbed attention)."""
+    """The replacement patches a call runs with, by identity."""
     replaced = transformer_options.get("patches_replace", {})
     return {kind: {key: id(patch) for key, patch in patches.items()} for kind, patches in replaced.items()}
 
 
 def marked_as_guidance(model_options: dict) -> dict:
-    """A copy of ``model_options`` whose calls are marked as guidance calls (``GUIDANCE_OPTION`` in their
-    transformer_options); the given options are not changed."""
+    """A copy of ``model_options`` whose calls carry ``GUIDANCE_OPTION``."""
     return {**model_options, "transformer_options": {**model_options.get("transformer_options", {}), GUIDANCE_OPTION: True}}
 
 
 def mark_guidance_calls(model_options: dict) -> bool:
-    """Wrap the run's pre-/post-CFG functions (in the run's private options) so that the model calls they make carry
-    ``GUIDANCE_OPTION``: the mark travels with each call's options, so it holds in whichever thread runs the call
-    (ComfyUI's MultiGPU pool) and is never seen by another thread's calls; nothing is shared between calls.
-    True when the run has such functions (their calls may follow the step's main call and keep a history)."""
+    """Wrap the run's pre-/post-CFG functions so the model calls they make carry the mark in their own options (whatever
+    thread runs them); True when there are any."""
 
     def marked(function):
         @wraps(function)

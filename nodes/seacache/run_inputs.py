@@ -1,7 +1,5 @@
-"""Run-start checks of what ComfyUI's sampler hands SeaCache (the arguments of ``CFGGuider.outer_sample``): the
-latent's rank, that latent and noise are finite, and the sigma schedule; and for the first-block gates, that the run
-can hand them the first block's input. Each failure is a ValueError naming the problem and the fix, raised before
-the first model call, so none of them can surface in the middle of sampling (docs/algorithm.md §8)."""
+"""Run-start checks of what the sampler hands SeaCache (``CFGGuider.outer_sample``'s arguments): each failure is a
+ValueError naming the problem and the fix, before the first model call (docs/algorithm.md §8)."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ SHAPES = "[B, C, H, W] (image) or [B, C, T, H, W] (video)"
 
 
 def refuse_latent_rank(shape: Sequence[int]) -> None:
-    """ValueError unless the latent the gate will see is 4-D or 5-D: the SEA filter weighs spatial (and temporal)
-    frequencies, which a 1-D latent (an audio model's [B, C, L]) does not have."""
+    """ValueError unless the gated latent is 4-D or 5-D: a 1-D latent has no frequencies to weigh."""
     if len(shape) not in (4, 5):
         raise ValueError(
             f"SeaCache Apply serves image and video models, whose latents are {SHAPES}; this run's latent has shape "
@@ -30,7 +27,7 @@ def refuse_latent_rank(shape: Sequence[int]) -> None:
 
 
 def refuse_non_finite(tensors: dict[str, torch.Tensor]) -> None:
-    """ValueError naming each of ``tensors`` (name -> tensor) that holds NaN or Inf; one host read for all of them."""
+    """ValueError naming each tensor that holds NaN or Inf (one host read for all)."""
     names = list(tensors)
     if not names:
         return
@@ -46,10 +43,8 @@ def refuse_non_finite(tensors: dict[str, torch.Tensor]) -> None:
 
 
 def refuse_bad_schedule(sigmas: Sequence[float]) -> None:
-    """ValueError for a sigma schedule with NaN/Inf or one that rises anywhere: SeaCache maps each call to its step by
-    sigma and extrapolates along a falling schedule. Equal neighbours are allowed (a schedule may hold its last value);
-    samplers that restart inside a run (restart sampling) get the falling schedule here and go back up inside the
-    sampler, which the gate handles as calls off the schedule or as resets."""
+    """ValueError for NaN/Inf sigmas or a schedule that rises: calls map to steps by sigma along a falling schedule
+    (restart samplers hand over a falling one and go back up inside)."""
     values = [float(s) for s in sigmas]
     if not all(math.isfinite(s) for s in values):
         raise ValueError(
@@ -67,10 +62,8 @@ def refuse_bad_schedule(sigmas: Sequence[float]) -> None:
 
 
 def refuse_bad_run_inputs(args: tuple, kwargs: dict) -> tuple[torch.Tensor, int]:
-    """ValueError, before any model call, for a latent that is not an image or video latent, NaN/Inf in the latent,
-    the noise or the sigmas, or a sigma schedule that rises; else the run's sigmas and the channel count of the
-    latent the gate decides on: the first stream of an audio-video latent packed by ComfyUI (``latent_shapes``), else
-    the latent itself."""
+    """The run's sigmas and the gated latent's channel count (an audio-video latent's first stream), after the checks
+    above."""
     given = {**dict(zip(OUTER_SAMPLE_ARGS, args)), **kwargs}
     latent, shapes = given["latent_image"], given.get("latent_shapes")
     gated = tuple(shapes[0]) if shapes is not None and len(shapes) > 1 else tuple(latent.shape)
@@ -81,14 +74,11 @@ def refuse_bad_run_inputs(args: tuple, kwargs: dict) -> tuple[torch.Tensor, int]
 
 
 def refuse_unreachable_first_block(config, seam, conds: dict) -> None:
-    """ValueError when ``config``'s gate reads the first block's input and this run cannot hand it over: the seam
-    does not reach the first block (the community Cosmos3 pack, the diffusion-model call of other models, a model
-    whose first block SeaCache does not know), the run is sequence-parallel (each rank holds part of the tokens; the
-    filter needs all of them), or the seam's own check refuses the sampler's conditioning ``conds`` (``guider.conds``;
-    ``{}`` at Apply) or the run (moving context windows)."""
+    """ValueError when a first-block gate cannot get the first block's view: the seam does not reach it, the run is
+    sequence-parallel, or the seam refuses the conditioning ``conds`` (``{}`` at Apply)."""
     if config.gate not in FIRST_BLOCK_GATES:
         return
-    if seam.first_block is None:
+    if seam.refuse_view_conds is None:
         raise ValueError(
             f"SeaCache Apply's first-block gates read the first transformer block's input, which SeaCache cannot "
             f"reach on this model (seam: {seam.name}); they serve this pack's Cosmos3, Wan, HunyuanVideo, Flux, "
@@ -100,4 +90,4 @@ def refuse_unreachable_first_block(config, seam, conds: dict) -> None:
             f"sequence-parallel run ({dist.get_world_size()} ranks) each rank holds part of its tokens. Use gate "
             f"'sea same-sigma' (or 'sea'), which reads the latent every rank holds whole."
         )
-    seam.first_block(conds)
+    seam.refuse_view_conds(conds)

@@ -1,4 +1,4 @@
-"""What SeaCache Apply configured on a MODEL, and where each finished run of it leaves its report."""
+"""What SeaCache Apply configured on a MODEL, and the reports its runs leave."""
 
 from __future__ import annotations
 
@@ -9,19 +9,13 @@ from comfy_execution.utils import get_executing_context
 
 from ...seacache_core import SeaCacheConfig
 
-SETTINGS_OPTION = "seacache_settings"
-"""transformer_options key holding SeaCache Apply's :class:`SeaCacheSettings` on the patched MODEL."""
+SETTINGS_OPTION = "seacache_settings"  # transformer_options key of the patched MODEL's SeaCacheSettings
 
 
 @dataclass
 class SeaCacheSettings:
-    """SeaCache Apply's configuration, its reuse window in ComfyUI's sampling percents (0 = start of sampling, as
-    ComfyUI's own caches read them), and the reports of its runs: ``runs`` by the ComfyUI node that sampled (so each
-    Stats node reads the run whose latent it receives, however many samplers share this MODEL) and ``last_run``
-    (the latest of any, for callers outside ComfyUI's executor).
-
-    Shared, not copied, when ComfyUI deep-copies model options for a clone, so the Stats node finds the runs of this
-    application whichever clone sampled them."""
+    """SeaCache Apply's config, reuse window (sampling percents) and its runs' reports, by sampling node (each Stats
+    node reads its own) and latest; shared, not copied, by deep copies of the model options."""
 
     config: SeaCacheConfig
     start_percent: float = 0.0
@@ -39,7 +33,7 @@ class SeaCacheSettings:
         return self
 
     def publish(self, report: dict) -> None:
-        """Keep a finished run's report as the latest and, inside ComfyUI's executor, as the sampling node's."""
+        """Keep a run's report as the latest and as its sampling node's."""
         self.last_run = report
         context = get_executing_context()
         if context is not None:
@@ -47,9 +41,7 @@ class SeaCacheSettings:
             self.runs[context.node_id] = report
 
     def reuse_steps(self, model_sampling, sigmas) -> range:
-        """The steps of this run where reuse may happen: those whose sigma lies between
-        ``percent_to_sigma(start_percent)`` and ``percent_to_sigma(end_percent)``. 0 and 1 are the ends of any
-        schedule, so the defaults allow the whole run; a window no step reaches allows none."""
+        """The steps whose sigma lies in the reuse window (the defaults allow every step)."""
         schedule = [float(s) for s in sigmas.flatten().tolist()][:-1]
         high = math.inf if self.start_percent <= 0.0 else float(model_sampling.percent_to_sigma(self.start_percent))
         low = -math.inf if self.end_percent >= 1.0 else float(model_sampling.percent_to_sigma(self.end_percent))

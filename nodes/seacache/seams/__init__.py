@@ -1,18 +1,11 @@
-"""Where SeaCache takes the residual of a skipped computation: one module per seam, tried deepest first. Each
-module's ``seam_for(model_patcher, model_options)`` returns its :class:`.base.Seam` for a MODEL it serves, else None.
-
-- :mod:`.context_windows`: around any of these, the windows of one step gated as one call (moving context windows).
-- :mod:`.cosmos3_stack`: this pack's Cosmos3, the generator stack (the model's ``GEN_STACK_WRAPPER`` hook).
-- :mod:`.community_cosmos3`: the community ComfyUI-Cosmos3 MODEL, its decoder-layer stack.
-- :mod:`.block_stack`: Wan, HunyuanVideo, LTX-Video, Flux, Qwen-Image, all blocks via ``patches_replace``.
-- :mod:`.diffusion_call`: any other diffusion MODEL, the diffusion-model call.
-"""
+"""Where SeaCache takes the residual of a skipped computation, one module per seam, tried deepest first: this pack's
+Cosmos3 generator stack, the community Cosmos3's layer stack, the core models' block stack, any other model's
+diffusion-model call; :mod:`.context_windows` wraps any of them for moving context windows."""
 
 from __future__ import annotations
 
 import comfy.patcher_extension
 
-from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
 from . import block_stack, community_cosmos3, context_windows, cosmos3_stack, diffusion_call
 from .base import WRAPPER_KEY, Seam
 
@@ -22,27 +15,19 @@ SEAM_FINDERS = (
     block_stack.seam_for,
     diffusion_call.seam_for,
 )
-WRAPPER_TYPES = (
-    comfy.patcher_extension.WrappersMP.OUTER_SAMPLE,
-    comfy.patcher_extension.WrappersMP.PREPARE_SAMPLING,
-    comfy.patcher_extension.WrappersMP.APPLY_MODEL,
-    comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL,
-    GEN_STACK_WRAPPER,
-)
+WRAPPER_TYPES = (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, comfy.patcher_extension.WrappersMP.APPLY_MODEL)
 
 
 def remove_seacache(patched) -> None:
-    """Remove every wrapper an earlier SeaCache Apply registered on this clone (its seam's own patches go with
-    ``Seam.detach``)."""
+    """Remove the wrappers an earlier SeaCache Apply registered on this clone (``Seam.detach`` the rest)."""
     for wrapper_type in WRAPPER_TYPES:
         patched.remove_wrappers_with_key(wrapper_type, WRAPPER_KEY)
 
 
 def select_seam(model_patcher, model_options: dict) -> Seam:
-    """The deepest seam this MODEL allows with these model options; ValueError naming the problem for something
-    that is no diffusion MODEL."""
+    """The deepest seam this MODEL allows with these options; ValueError for no diffusion MODEL."""
     for seam_for in SEAM_FINDERS:
-        seam = seam_for(model_patcher, model_options)
+        seam = seam_for(model_patcher)
         if seam is not None:
             return context_windows.around(seam, model_options)
     kind = type(getattr(model_patcher, "model", model_patcher)).__name__

@@ -1,43 +1,18 @@
-"""Block-stack seam for ComfyUI core models whose transformer blocks can be replaced through
-``transformer_options["patches_replace"]["dit"]``: Wan 2.1/2.2 (``WanModel``), HunyuanVideo, LTX-Video
-(``LTXVModel``), LTX-2 (``LTXAVModel``: its blocks carry the video and the audio tokens together; the residual
-covers both), Flux and Qwen-Image.
-
-The residual is taken over the whole stack: from the image stream entering the first block to the image stream
-leaving the last one. Models with double-stream blocks followed by single-stream blocks (Flux, HunyuanVideo)
-join text and image tokens before the single blocks, in an order that differs between models and ComfyUI
-versions, so the image tokens are located in the joint stream on every computed call (they are the double
-stack's image output, unchanged by the join). On a reused call the first block returns its input plus the
-extrapolated residual and every other block passes its input through, so no block runs.
-
-The block patches are placed at run start, when every patch of the final MODEL is known: a block another node
-replaces (``patches_replace["dit"]``, before or after SeaCache Apply) keeps its patch, which SeaCache's patch
-calls on computed calls and skips with the stack on reused ones. Only the exact classes listed are patched:
-subclasses (VACE, camera, S2V, HuMo ...) add work between blocks and fall back to the diffusion-model seam.
-
-What these models add between blocks, outside the block-replace patches, is part of the stack too: ControlNet
-residuals (the ``control`` argument: ``"input"`` after double blocks, ``"output"`` after single blocks) and
-``transformer_options["patches"]["double_block"]`` model patches (DiffSynth ControlNets and the like). The
-residual a computed call records contains them, up to the last block's output; the last block's own entries come
-after it. So on a reused call :class:`StackInputs` lets only the last block's entries through: each counts once.
-
-Where :mod:`.first_block_inputs` knows the model's first block, the first block's patch also hands the call the
-first block's view of the image tokens (first-block gates decide on it there).
-"""
+"""The block-stack seam of ComfyUI's core models with ``patches_replace["dit"]`` blocks (exact classes only): the
+residual runs from the image stream entering the first block to the one leaving the last; a reused call runs no block,
+and lets ControlNet entries and block patches through once (docs/any-model.md)."""
 
 from __future__ import annotations
 
 import functools
-import math
 
 import comfy.patcher_extension
 import torch
 
-from . import first_block_inputs
-from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, exact_class_entry
+from . import block_views
+from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall, embedded_numel, exact_class_entry
 
-# (module, class name) -> (the block stacks in execution order: (patch kind, attribute holding the blocks),
-#                          the image patch embedding, whose shape gives the residual's tokens and width)
+# (module, class) -> ((patch kind, block list attribute) in execution order, the image patch embedding)
 FAMILIES = {
     ("comfy.ldm.wan.model", "WanModel"): ((("double_block", "blocks"),), "patch_embedding"),
     ("comfy.ldm.hunyuan_video.model", "HunyuanVideo"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in.proj"),
@@ -46,22 +21,9 @@ FAMILIES = {
     ("comfy.ldm.flux.model", "Flux"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in"),
     ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): ((("double_block", "transformer_blocks"),), "img_in"),
 }
-CONTROL_KINDS = {"input": "double_block", "output": "single_block"}
-"""``control`` lists of per-block residuals -> the kind of block each entry is added after."""
-PATCH_KINDS = ("double_block",)
-"""``transformer_options["patches"]`` lists these models call after each block of that kind."""
+CONTROL_KINDS = {"input": "double_block", "output": "single_block"}  # control list -> the blocks it follows
+PATCH_KINDS = ("double_block",)  # transformer_options["patches"] these models call after blocks
 SCRATCH_OPTION = "seacache_block_scratch"
-"""transformer_options key of the :class:`BlockScratch` of the current gated call."""
-
-
-def embedded_numel(embedding, input_shape) -> int:
-    """Elements of one item's image stream after a patch embedding: a convolution makes one token per kernel-sized
-    patch of the latent, a linear one token per ``in_features`` latent elements; each token is the embedding's
-    output width."""
-    if hasattr(embedding, "kernel_size"):
-        tokens = math.prod(math.ceil(s / k) for s, k in zip(input_shape[2:], embedding.kernel_size))
-        return tokens * embedding.out_channels
-    return math.prod(input_shape[1:]) // embedding.in_features * embedding.out_features
 
 
 def _passthrough(args: dict) -> dict:
@@ -70,10 +32,8 @@ def _passthrough(args: dict) -> dict:
 
 
 class BlockScratch:
-    """What the block seam carries from block to block within one gated call: the model input's shape
-    (``input_shape``, the image tokens' grid), where the image tokens sit in the joint text+image stream
-    (``image_slice``; None: the whole stream), the image stream leaving the double-stream blocks (``double_out``), and
-    whether the image tokens were lost in the join (``image_lost``: the call then runs whole and is not committed)."""
+    """What a gated call carries from block to block: input shape, the image tokens' place in the joint stream, the
+    double stack's output, and whether the join lost them (the call then runs whole)."""
 
     def __init__(self, input_shape: torch.Size):
         self.input_shape = input_shape
@@ -83,16 +43,13 @@ class BlockScratch:
 
 
 class BlockPatch:
-    """Replacement of one block of the stack. ``first``/``last`` mark the stack's ends; ``joins`` marks the first
-    single-stream block after double-stream ones (where the image tokens are located in the joint stream).
-    ``inner`` is the patch another node placed on this block (None: the block itself), run wherever the block
-    would run. ``first_block`` (the first block's patch, where the model's first block is known) gives the call
-    the first block's view."""
+    """One block's replacement: ``first``/``last`` end the stack, ``joins`` opens the single stream, ``inner`` is
+    another node's patch, ``view`` the first block's view."""
 
     def __init__(self, first: bool, last: bool, joins: bool, double_end: bool, inner=None,
-                 first_block: first_block_inputs.FirstBlockView | None = None):
+                 view: block_views.BlockView | None = None):
         self.first, self.last, self.joins, self.double_end, self.inner = first, last, joins, double_end, inner
-        self.first_block = first_block
+        self.view = view
 
     def run_block(self, args: dict, extra: dict) -> dict:
         """The block, through the other node's patch when there is one."""
@@ -109,14 +66,14 @@ class BlockPatch:
         if call is None or scratch is None:
             return self.run_block(args, extra)
         if self.first:
-            view = None if self.first_block is None else functools.partial(self.first_block, args, scratch.input_shape)
+            view = None if self.view is None else functools.partial(self.view, args, scratch.input_shape)
             predicted = call.enter(joined(args["img"]), view)
             scratch.image_slice = None
             if predicted is not None:
                 return {**_passthrough(args), "img": split_like(predicted, args["img"])}
-            img = args["img"]  # the recorded stack input: some blocks add to theirs in place
+            img = args["img"]  # some blocks add to their input in place
             args = {**args, "img": img.clone() if isinstance(img, torch.Tensor) else tuple(s.clone() for s in img)}
-        elif call.reusing:
+        elif call.stack_skipped:
             return _passthrough(args)
         if self.joins:
             scratch.image_slice = _locate(args["img"], scratch.double_out)
@@ -132,8 +89,7 @@ class BlockPatch:
 
 
 def joined(streams) -> torch.Tensor:
-    """One tensor per item of a block stream: the tensor itself, or for joint audio-video blocks (LTX-2: the pair
-    (video tokens, audio tokens)) both streams flattened per item and concatenated, so the residual covers both."""
+    """One tensor per item of a block stream (LTX-2's video and audio token streams flattened and joined)."""
     if isinstance(streams, torch.Tensor):
         return streams
     return torch.cat([s.reshape(s.shape[0], -1) for s in streams], dim=1)
@@ -148,13 +104,12 @@ def split_like(flat: torch.Tensor, streams):
 
 
 def _locate(joint: torch.Tensor, image: torch.Tensor | None) -> slice | None:
-    """Where the double stack's image tokens sit in the joint text+image stream (first or last tokens); None when
-    they are not found there (the call then runs whole and is not committed)."""
+    """Where the double stack's image tokens sit in the joint stream (first or last tokens), None when absent."""
     if image is None:
         return None
     n = image.shape[1]
     first, last = slice(0, n), slice(joint.shape[1] - n, joint.shape[1])
-    matches = torch.stack([(joint[:, first] == image).all(), (joint[:, last] == image).all()]).tolist()  # one host read
+    matches = torch.stack([(joint[:, first] == image).all(), (joint[:, last] == image).all()]).tolist()
     if matches[0]:
         return first
     if matches[1]:
@@ -163,15 +118,14 @@ def _locate(joint: torch.Tensor, image: torch.Tensor | None) -> slice | None:
 
 
 class StackEntries(list):
-    """A ``control`` list of per-block residuals; on a reused call, entries of blocks inside the skipped stack read
-    as None (the model then adds nothing there), only ``keep``'s (the stack's last block) still counts."""
+    """A ``control`` list whose entries inside a skipped stack read as None; ``keep`` (the last block) counts."""
 
     def __init__(self, entries, call: SeamCall, keep: int | None):
         super().__init__(entries)
         self.call, self.keep = call, keep
 
     def __getitem__(self, index):
-        if self.call.reusing and isinstance(index, int) and index != self.keep:
+        if self.call.stack_skipped and isinstance(index, int) and index != self.keep:
             return None
         return super().__getitem__(index)
 
@@ -183,15 +137,14 @@ class StackPatch:
         self.patch, self.call, self.keep = patch, call, keep
 
     def __call__(self, args: dict) -> dict:
-        if self.call.reusing and args.get("block_index") != self.keep:
+        if self.call.stack_skipped and args.get("block_index") != self.keep:
             return args
         return self.patch(args)
 
 
 class StackInputs:
-    """APPLY_MODEL wrapper inside SeaCache's gate: gives each gated call its :class:`BlockScratch` and hands the
-    model ``control`` and block patches that count once on a reused call (see the module docstring); ``last`` is
-    the stack's last block ``(kind, number)``."""
+    """``APPLY_MODEL`` wrapper inside the gate: each call's scratch, and ``control`` entries and block patches that
+    count once on a reused call."""
 
     def __init__(self, last: tuple[str, int]):
         self.last = last
@@ -218,7 +171,7 @@ def _blocks(diffusion_model, stacks) -> list[tuple[str, int]]:
     return [(kind, i) for kind, attr in stacks for i in range(len(getattr(diffusion_model, attr)))]
 
 
-def seam_for(model_patcher, model_options: dict) -> Seam | None:
+def seam_for(model_patcher) -> Seam | None:
     """The block-stack seam for a supported core model, None otherwise."""
     diffusion_model = getattr(getattr(model_patcher, "model", None), "diffusion_model", None)
     family = exact_class_entry(FAMILIES, diffusion_model)
@@ -228,16 +181,17 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
     blocks = _blocks(diffusion_model, stacks)
     if not blocks:
         return None
-    reads = exact_class_entry(first_block_inputs.FAMILIES, diffusion_model)
+    reads = exact_class_entry(block_views.FAMILIES, diffusion_model)
     first_stack = getattr(diffusion_model, stacks[0][1])
     view = None
     if reads is not None and len(first_stack):
-        view = first_block_inputs.FirstBlockView(diffusion_model, reads, first_stack[0])
+        view = block_views.BlockView(diffusion_model, reads, first_stack[0])
     double_count = sum(kind == "double_block" for kind, _ in blocks)
     has_single = double_count < len(blocks)
 
-    def enter_run(run_options: dict) -> None:
-        """Place SeaCache's patch on every block of the run's options, wrapping the patch another node put there."""
+    def enter_run(run_options: dict, run: RunStart) -> None:
+        """Patch every block in the run's options, wrapping another node's patch; StackInputs is added after SeaCache's
+        gate, so it runs inside it."""
         replaced = run_options.setdefault("transformer_options", {}).setdefault("patches_replace", {}).setdefault("dit", {})
         for index, key in enumerate(blocks):
             replaced[key] = BlockPatch(
@@ -246,9 +200,8 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
                 joins=has_single and double_count > 0 and index == double_count,
                 double_end=has_single and index == double_count - 1,
                 inner=replaced.get(key),
-                first_block=view if index == 0 else None,
+                view=view if index == 0 else None,
             )
-        # registered after SeaCache's gate (the MODEL's wrappers come first in the run's options): runs inside it
         comfy.patcher_extension.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.APPLY_MODEL, WRAPPER_KEY,
                                                      StackInputs(blocks[-1]), run_options, is_model_options=True)
 
@@ -256,4 +209,4 @@ def seam_for(model_patcher, model_options: dict) -> Seam | None:
         return embedded_numel(model.get_submodule(embedding), input_shape)
 
     name = f"block stack ({type(diffusion_model).__name__}, {len(blocks)} blocks)"
-    return Seam(name, residual_numel, enter_run, first_block=None if view is None else view.refuse)
+    return Seam(name, residual_numel, enter_run, refuse_view_conds=None if view is None else view.refuse)

@@ -1,19 +1,6 @@
-"""Context windows whose windows move from step to step (core ``ContextWindowsManual`` / ``WanContextWindowsManual``
-with a uniform or looped schedule, the default): a long video evaluated window by window, each step's windows
-different from the last step's.
-
-The gate decides once per step and branch, on the full latent; the residual history lives in the full latent's
-frames. Each window's model call enters and leaves the model's own seam (block stack, generator stack...) through a
-:class:`WindowView` that maps the window's rows to branches and its latent frames to the full latent's frames, as
-the handler sliced them: the window's ``index_list``, after the causal anchor frame where ComfyUI adds one, with the
-handler's retained latent frames in their own places. On a reused step every window's stack adds
-the extrapolated residual of its frames and no block runs; on a computed step the windows' residuals are averaged
-per frame into the step's residual. Static schedules (the same windows every step) need none of this: each window is
-a branch of its own (``SamplingRun.branch_keys``).
-
-The run's context handler is replaced, in the run's private model options, by :class:`GatedContextHandler`, which
-delegates everything to it and gates ``execute``.
-"""
+"""Moving context windows: the gate decides once per step on the full latent, and each window's model call enters the
+model's own seam through a :class:`WindowView` of its rows and frames (docs/any-model.md); the run's context handler is
+wrapped in its private options."""
 
 from __future__ import annotations
 
@@ -22,17 +9,15 @@ from dataclasses import replace
 import torch
 
 from ....seacache_core import Call
-from .base import RUN_OPTION, WINDOWED_STEP_OPTION, Seam
+from .base import WINDOWED_STEP_OPTION, RunStart, Seam
 
 HANDLER = "context_handler"
-STATIC_SCHEDULES = ("standard_static", "batched")  # names of ComfyUI's schedules whose windows never move
+STATIC_SCHEDULES = ("standard_static", "batched")  # schedules whose windows never move
 
 
 def _frames_of(window, handler, x: torch.Tensor, full: torch.Tensor) -> list[int] | None:
-    """Index in ``full`` [B, C, T, H, W] of each latent frame of the window's input ``x``, as the handler sliced it
-    (``window.get_tensor``): the causal anchor frame first where ComfyUI adds one, then ``window.index_list``, with
-    the handler's retained latent frames put back in their own places. None when the window is no temporal slice
-    of ``full`` (other windowed dimension, other frame count: guide frames, another modality)."""
+    """The frame of ``full`` behind each latent frame of the window's input, as the handler sliced it; None when the
+    input is no temporal slice of ``full``."""
     index_list = getattr(window, "index_list", None)
     if index_list is None or getattr(handler, "dim", None) != 2 or x.ndim != 5 or x.shape[1] != full.shape[1] \
             or x.shape[3:] != full.shape[3:]:
@@ -48,8 +33,7 @@ def _frames_of(window, handler, x: torch.Tensor, full: torch.Tensor) -> list[int
 
 
 def _per_frame(t: torch.Tensor, frames: int) -> torch.Tensor:
-    """[n, frames, features] view of a stack tensor: tokens [n, frames * tokens_per_frame, D] (frame-major, as
-    every token seam patchifies) or a latent [n, C, frames, H, W]."""
+    """``[n, frames, features]`` of a stack tensor: frame-major tokens or a latent ``[n, C, frames, H, W]``."""
     if t.ndim == 5:
         return t.movedim(2, 1).reshape(t.shape[0], frames, -1)
     return t.reshape(t.shape[0], frames, -1)
@@ -64,20 +48,18 @@ def _like(per_frame: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 class WindowedStep:
-    """One step's gated call spread over its context windows; SeaCache's steps inside the windows' model calls run
-    through the call's guard (``Call.guarded``)."""
+    """One step's gated call spread over its windows."""
 
     def __init__(self, call: Call, handler, full: torch.Tensor, active: list[int]):
         self.call, self.handler, self.full, self.active = call, handler, full, active
-        self.reusing: bool | None = None  # decided at the first window's stack entry
-        self.predicted: torch.Tensor | None = None  # [items, frames, features] on a reused step
-        self.total: torch.Tensor | None = None  # sum of the windows' residuals per item and frame
+        self.stack_skipped: bool | None = None
+        self.predicted: torch.Tensor | None = None  # [items, frames, features]
+        self.total: torch.Tensor | None = None
         self.count: torch.Tensor | None = None
         self.missed = False
 
     def view(self, transformer_options: dict, x: torch.Tensor) -> WindowView | None:
-        """The view one window's model call enters and leaves, None when its rows or frames cannot be mapped (the
-        call then runs plain and the step is not committed)."""
+        """The view a window's call enters with; None where its rows or frames do not map (no commit)."""
         frames = _frames_of(transformer_options.get("context_window"), self.handler, x, self.full)
         chunks = transformer_options.get("cond_or_uncond") or [0]
         per_chunk = x.shape[0] // len(chunks)
@@ -89,64 +71,60 @@ class WindowedStep:
         return WindowView(self, rows, frames)
 
     def start(self, stack_in: torch.Tensor, frames: int) -> bool:
-        """Whether this step reuses, decided once: the extrapolated residual of every item and frame when the gate
-        allows and the history fits."""
-        if self.reusing is None:
-            self.reusing = False
+        """Whether the step reuses, decided at the first window, which predicts the step's residual."""
+        if self.stack_skipped is None:
+            self.stack_skipped = False
             features = _per_frame(stack_in[:1], frames).shape[2]
             items, full_frames = len(self.active) * self.full.shape[0], self.full.shape[2]
-            if self.call.reuse:
-                predicted = self.call.predict(stack_in.new_empty((items, full_frames * features)))
+            if self.call.verdict.reuse:
+                predicted = self.call.run.predict(self.call.verdict, stack_in.new_empty((items, full_frames * features)))
                 if predicted is not None:
-                    self.reusing = True
+                    self.stack_skipped = True
                     self.predicted = predicted.reshape(items, full_frames, features)
-            if not self.reusing:
+            if not self.stack_skipped:
                 self.total = stack_in.new_zeros((items, full_frames, features))
                 self.count = stack_in.new_zeros((items, full_frames, 1))
-        return self.reusing
+        return self.stack_skipped
 
     def add(self, rows: list[int], frames: list[int], residual: torch.Tensor) -> None:
-        """Accumulate one window's residual [rows, frames, features] into the step's frames."""
+        """Accumulate one window's residual ``[rows, frames, features]`` into the step's frames."""
         index = (torch.tensor(rows, device=residual.device)[:, None], torch.tensor(frames, device=residual.device)[None, :])
         self.total.index_put_(index, residual.to(self.total.dtype), accumulate=True)
         self.count.index_put_(index, torch.ones_like(residual[..., :1], dtype=self.count.dtype), accumulate=True)
 
     def finish(self) -> None:
-        """After every window: commit the step's residual (each frame's windows averaged) on a computed step whose
-        windows all passed the seam and covered every frame."""
-        if self.reusing or self.total is None or self.missed or self.call.failure is not None \
+        """Commit the step's residual, each frame's windows averaged, when every window and frame took part."""
+        if self.stack_skipped or self.total is None or self.missed or self.call.failure is not None \
                 or bool((self.count == 0).any()):
             return
-        self.call.commit((self.total / self.count).reshape(self.total.shape[0], -1))
+        self.call.run.commit(self.call.verdict, (self.total / self.count).reshape(self.total.shape[0], -1))
 
 
 class WindowView:
-    """What one window's model call sees as its gated call (the seam contract, :class:`.base.SeamCall`)."""
+    """One window's call as its seam sees it (:class:`.base.SeamCall`)."""
 
-    def __init__(self, step: WindowedStep, rows: list[int], frames: list[int]):
-        self.step, self.rows, self.frames = step, rows, frames
-        self.reusing: bool | None = None
+    def __init__(self, windowed: WindowedStep, rows: list[int], frames: list[int]):
+        self.windowed, self.rows, self.frames = windowed, rows, frames
+        self.stack_skipped: bool | None = None
         self.row = 0
         self.inputs: list[tuple[list[int], torch.Tensor]] = []
 
-    def guarded(self, step, *args):
-        """SeaCache's step inside the window's model call, guarded by the step's call."""
-        return self.step.call.guarded(step, *args)
+    def guarded(self, function, *args):
+        """``function(*args)`` under the step's call's guard."""
+        return self.windowed.call.guarded(function, *args)
 
-    def enter(self, stack_in: torch.Tensor, first_block=None) -> torch.Tensor | None:
-        """The window's stack output on a reused step (its frames of the extrapolated residual), else None (also
-        after a failure: the window's stack then runs). ``first_block`` is not read: the step was decided on the
-        full latent (first-block gates are refused with moving windows, whose windows each see a part of it)."""
+    def enter(self, stack_in: torch.Tensor, block_view=None) -> torch.Tensor | None:
+        """The window's frames of the predicted output on a reused step, else None."""
         return self.guarded(self._enter, stack_in)
 
     def _enter(self, stack_in: torch.Tensor) -> torch.Tensor | None:
-        self.reusing = self.step.start(stack_in, len(self.frames))
+        self.stack_skipped = self.windowed.start(stack_in, len(self.frames))
         rows = self.rows[self.row : self.row + stack_in.shape[0]]
         self.row += stack_in.shape[0]
-        if not self.reusing:
+        if not self.stack_skipped:
             self.inputs.append((rows, stack_in))
             return None
-        residual = self.step.predicted[rows][:, self.frames]
+        residual = self.windowed.predicted[rows][:, self.frames]
         return stack_in + _like(residual, stack_in).to(stack_in.dtype)
 
     def leave(self, stack_out: torch.Tensor) -> None:
@@ -155,14 +133,15 @@ class WindowView:
 
     def _leave(self, stack_out: torch.Tensor) -> None:
         rows, stack_in = self.inputs.pop(0)
-        self.step.add(rows, self.frames, _per_frame(stack_out - stack_in, len(self.frames)))
+        self.windowed.add(rows, self.frames, _per_frame(stack_out - stack_in, len(self.frames)))
 
 
 class GatedContextHandler:
-    """A context handler whose windowed evaluation of a step is one gated call."""
+    """A context handler whose step of windows is one gated call (``gate_windows``, the run's)."""
 
-    def __init__(self, handler):
+    def __init__(self, handler, gate_windows):
         object.__setattr__(self, "handler", handler)
+        object.__setattr__(self, "gate_windows", gate_windows)
 
     def __getattr__(self, name):
         return getattr(self.handler, name)
@@ -173,25 +152,23 @@ class GatedContextHandler:
     def execute(self, calc_cond_batch, model, conds, x_in, timestep, model_options):
         """Every window evaluated as usual, their stacks gated as one call per step."""
         options = model_options.get("transformer_options", {})
-        run = options.get(RUN_OPTION)
-        if run is None or WINDOWED_STEP_OPTION in options or run.is_guidance_call(options):
+        if WINDOWED_STEP_OPTION in options:
             return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
         active = [i for i, cond in enumerate(conds) if cond is not None]
-        with run.lock:  # one branch per conditioning list and item, named as the sampler's calls name theirs
-            keys = run.branch_keys({"cond_or_uncond": active, "uuids": [("conditioning list", i) for i in active]},
-                                   len(active) * x_in.shape[0])
-        call = run.start_call(options, model, torch.cat([x_in] * len(active)), timestep, keys)
-        if call is None:  # SeaCache stopped caching in this run: the step runs whole
-            return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
-        step = WindowedStep(call, self.handler, x_in, active)
-        inner = {**model_options, "transformer_options": {**options, WINDOWED_STEP_OPTION: step}}
-        outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
-        call.guarded(step.finish)
-        run.end_call(call)
-        return outs
+
+        def evaluate(call: Call | None):
+            if call is None:
+                return self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, model_options)
+            step = WindowedStep(call, self.handler, x_in, active)
+            inner = {**model_options, "transformer_options": {**options, WINDOWED_STEP_OPTION: step}}
+            outs = self.handler.execute(calc_cond_batch, model, conds, x_in, timestep, inner)
+            call.guarded(step.finish)
+            return outs
+
+        return self.gate_windows(options, model, x_in, timestep, active, evaluate)
 
 
-def refuse_first_block(conds: dict) -> None:
+def refuse_block_view(conds: dict) -> None:
     """The first-block gates' run-start check under moving windows: always refused."""
     raise ValueError(
         "SeaCache Apply's first-block gates decide each model call on the first transformer block's input, but with "
@@ -200,14 +177,14 @@ def refuse_first_block(conds: dict) -> None:
 
 
 def around(seam: Seam, model_options: dict) -> Seam:
-    """``seam`` gated per step of moving context windows when the run samples with such windows, else ``seam``."""
+    """``seam`` gated per step of moving windows when the run samples with them, else ``seam``."""
     handler = model_options.get(HANDLER)
     if handler is None or getattr(getattr(handler, "context_schedule", None), "name", None) in STATIC_SCHEDULES:
         return seam
 
-    def enter_run(run_options: dict) -> None:
-        seam.enter_run(run_options)
-        run_options[HANDLER] = GatedContextHandler(run_options[HANDLER])
+    def enter_run(run_options: dict, run: RunStart) -> None:
+        seam.enter_run(run_options, run)
+        run_options[HANDLER] = GatedContextHandler(run_options[HANDLER], run.gate_windows)
 
     return replace(seam, name=f"{seam.name}, per step of moving context windows", enter_run=enter_run,
-                   first_block=None if seam.first_block is None else refuse_first_block)
+                   refuse_view_conds=None if seam.refuse_view_conds is None else refuse_block_view)

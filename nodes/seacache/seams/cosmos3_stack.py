@@ -1,37 +1,33 @@
-"""Seam for this pack's Cosmos3: the generator stack (``run_gen_stack``, every layer's generator pathway over
-cached text K/V), entered and left through the model's own ``GEN_STACK_WRAPPER`` hook. A reused call runs neither
-the generator layers nor the text pathway. It reaches the first block's input: first-block gates decide on
-:func:`first_block_of` at the stack's entry."""
+"""This pack's Cosmos3 seam: the generator stack, entered and left through the model's ``GEN_STACK_WRAPPER``; a reused
+call runs neither the generator layers nor the text pathway."""
 
 from __future__ import annotations
 
 import comfy.patcher_extension
 import torch
 
-from ...cosmos3.comfy_model import Cosmos3
-from ...cosmos3.diffusion_model import GEN_STACK_WRAPPER
+from ...cosmos3.base_model import Cosmos3
+from ...cosmos3.transformer import GEN_STACK_WRAPPER
 from ...cosmos3.latent_streams import item_tokens
-from ....seacache_core.first_block import noisy_frames_view
-from .base import CALL_OPTION, WRAPPER_KEY, Seam, SeamCall, any_conditioning
+from ....seacache_core.vision_tokens import noisy_frames_view
+from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall, any_conditioning
 
 NAME = "Cosmos3 generator stack (this pack)"
 
 
-def first_block_of(model, hidden: torch.Tensor, inputs) -> torch.Tensor:
-    """The first generator layer's input norm of the stack input ``hidden`` on the video tokens of the noisy frames,
-    as a video ``[B, D, T', H, W]``: what diffusers' ``first_block`` indicator reads on Cosmos3 (conditioned frames
-    and the sound tokens after the video's left out). One host read per call: the conditioned frames."""
+def block_view_of(model, hidden: torch.Tensor, inputs) -> torch.Tensor:
+    """The first generator layer's input norm on the video tokens of the noisy frames, ``[B, D, T', H, W]``: what
+    diffusers' first-block indicator reads on Cosmos3 (one host read per call: the conditioned frames)."""
     with torch.no_grad():
         return noisy_frames_view(model.layers[0].input_layernorm_moe_gen(hidden), inputs.grid, inputs.frame_is_clean)
 
 
 def gen_stack_seam(executor, hidden, inputs):
-    """Enter the stack (the predicted output on a reused call) or run it and leave it; a plain call outside a
-    gated call (e.g. an uncached guidance call)."""
+    """Enter the stack (the predicted output on a reused call) or run it and leave it."""
     call: SeamCall | None = inputs.transformer_options.get(CALL_OPTION)
     if call is None:
         return executor(hidden, inputs)
-    predicted = call.enter(hidden, lambda: first_block_of(executor.class_obj, hidden, inputs))
+    predicted = call.enter(hidden, lambda: block_view_of(executor.class_obj, hidden, inputs))
     if predicted is not None:
         return predicted
     out = executor(hidden, inputs)
@@ -39,7 +35,7 @@ def gen_stack_seam(executor, hidden, inputs):
     return out
 
 
-def _enter_run(model_options: dict) -> None:
+def _enter_run(model_options: dict, run: RunStart) -> None:
     comfy.patcher_extension.add_wrapper_with_key(GEN_STACK_WRAPPER, WRAPPER_KEY, gen_stack_seam, model_options, is_model_options=True)
 
 
@@ -48,8 +44,8 @@ def _residual_numel(diffusion_model, input_shape) -> int:
     return item_tokens(cfg, input_shape) * cfg.hidden_size
 
 
-def seam_for(model_patcher, model_options: dict) -> Seam | None:
-    """The generator-stack seam for a MODEL from this pack's Cosmos3 Loader, None for any other model."""
+def seam_for(model_patcher) -> Seam | None:
+    """The generator-stack seam for this pack's Cosmos3, None for any other model."""
     if isinstance(getattr(model_patcher, "model", None), Cosmos3):
-        return Seam(NAME, _residual_numel, _enter_run, auto_order=2, first_block=any_conditioning)
+        return Seam(NAME, _residual_numel, _enter_run, auto_order=2, refuse_view_conds=any_conditioning)
     return None

@@ -19,7 +19,7 @@ import comfy.patcher_extension
 import comfy.utils
 
 from ...cosmos3 import check_checkpoint, expected_tensors, read_config, require_cosmos3_keys, shard_files, tensor_shapes
-from .model_config import Cosmos3ModelConfig
+from .supported_model import Cosmos3ModelConfig
 from .sampling_wrappers import keep_conditioned_outer_sample, text_kv_outer_sample
 
 log = logging.getLogger(__name__)

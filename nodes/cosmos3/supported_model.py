@@ -1,5 +1,5 @@
 """The ComfyUI model config of a Cosmos3 checkpoint: its latent format, sampling defaults and inference dtypes,
-and the :class:`~.comfy_model.Cosmos3` it builds; the loader fills it from the checkpoint's config."""
+and the :class:`~.base_model.Cosmos3` it builds; the loader fills it from the checkpoint's config."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import comfy.latent_formats
 import comfy.supported_models_base
 
 from ...cosmos3 import Cosmos3Config
-from .comfy_model import Cosmos3
+from .base_model import Cosmos3
 
 
 class UnnormalisedVideoLatent(comfy.latent_formats.LatentFormat):

@@ -10,7 +10,7 @@ import comfy.model_base
 from ...cosmos3 import activation_bytes
 from .av_checks import check_av_shapes
 from .cond_tokens import CONDTokens
-from .diffusion_model import ComfyCosmos3
+from .transformer import ComfyCosmos3
 from .latent_streams import item_tokens, on_video_stream, video_shape
 from .lora_keys import diffusers_lora_aliases
 

@@ -1,16 +1,6 @@
-"""The first block's timestep-modulated input of ComfyUI's core models, computed from what the first block's
-replace patch receives (``transformer_options["patches_replace"]["dit"][("double_block", 0)]``: the block's
-arguments) and the block module itself, without changing the model: the image tokens ``[B, N, D]`` the block feeds
-the image projection of its self-attention. The published SeaCache indicator filters these
-(``seacache_core.first_block``; docs/first-block-indicator.md); the block-stack seam hands :class:`FirstBlockView`'s
-view of them to first-block gates at the stack's entry.
-
-The image tokens are the first ones of the block's stream, on the patch grid of the model input. Conditioning that
-puts other tokens before them, or gives them a second timestep's modulation the arguments do not carry, is refused
-at run start (:meth:`FirstBlockView.refuse`): Wan reference latents of models with a reference embedding, HunyuanVideo
-``ref_latent``, LTX-Video keyframe guides (extra latent frames), Flux and Qwen-Image reference latents with the
-``index_timestep_zero`` method. The modulation functions check the last case again on every call.
-"""
+"""The first block's modulated input of ComfyUI's core models, from its replace-patch arguments and the block module:
+the image tokens the first-block gates read (docs/first-block-indicator.md §6). Conditioning that puts other tokens
+first or a second modulation on them is refused at run start."""
 
 from __future__ import annotations
 
@@ -21,13 +11,11 @@ import comfy.ldm.common_dit
 import comfy.model_management
 import torch
 
-from ....seacache_core.first_block import VisionTokens, first_block_view
+from ....seacache_core.vision_tokens import VisionTokens, first_block_view
 
 
 def wan(block, args: dict) -> torch.Tensor:
-    """``WanAttentionBlock`` (Wan 2.1/2.2): ``norm1(x) * (1 + scale) + shift`` with shift and scale the first two of
-    the block's ``modulation`` table plus the time projection ``vec`` (one per item, or per frame for Wan 2.2's
-    per-token timesteps)."""
+    """``WanAttentionBlock``: ``norm1(x) * (1 + scale) + shift`` from ``modulation + vec``."""
     from comfy.ldm.wan.model import repeat_e
 
     x, e = args["img"], args["vec"]
@@ -40,9 +28,7 @@ def wan(block, args: dict) -> torch.Tensor:
 
 
 def double_stream(block, args: dict) -> torch.Tensor:
-    """``comfy.ldm.flux.layers.DoubleStreamBlock`` (Flux, HunyuanVideo): ``img_norm1(img) * (1 + scale) + shift``
-    from the block's ``img_mod`` of ``vec`` (Flux 2 passes the modulation precomputed), per token range where
-    HunyuanVideo's token-replace image-to-video gives the first frame its own (``modulation_dims_img``)."""
+    """``DoubleStreamBlock`` (Flux, HunyuanVideo): ``img_norm1(img)`` modulated by ``img_mod(vec)``."""
     from comfy.ldm.flux.layers import apply_mod
 
     vec = args["vec"]
@@ -55,8 +41,7 @@ def double_stream(block, args: dict) -> torch.Tensor:
 
 
 def qwen_image(block, args: dict) -> torch.Tensor:
-    """``QwenImageTransformerBlock``: ``img_norm1(img) * (1 + scale) + shift`` from the first half of the block's
-    ``img_mod`` of the timestep embedding ``vec``."""
+    """``QwenImageTransformerBlock``: ``img_norm1(img)`` modulated by the first half of ``img_mod(vec)``."""
     img, temb = args["img"], args["vec"]
     if temb.shape[0] != img.shape[0]:
         raise ValueError("a second timestep's modulation (reference latents, index_timestep_zero) is not in the "
@@ -65,9 +50,7 @@ def qwen_image(block, args: dict) -> torch.Tensor:
 
 
 def ltxv(block, args: dict) -> torch.Tensor:
-    """LTX-Video's ``BasicTransformerBlock``: ``rms_norm(x) * (1 + scale) + shift`` with shift and scale the first
-    two of the block's ``scale_shift_table`` plus the timestep embedding ``vec`` (one per item, or per token where
-    conditioned frames get timestep 0), through the same fused kernel the block uses where ComfyUI has one."""
+    """LTX-Video's block: ``rms_norm(x) * (1 + scale) + shift``, through its fused kernel where ComfyUI has one."""
     x, t = args["img"], args["vec"]
     table = block.scale_shift_table
     ada = (table[None, None, :2].to(device=x.device, dtype=x.dtype)
@@ -80,7 +63,7 @@ def ltxv(block, args: dict) -> torch.Tensor:
 
 
 def _given(conds: dict, key: str) -> list:
-    """The values of ``key`` in every conditioning entry of the sampler's conditioning lists that has it."""
+    """The values of ``key`` in every conditioning entry that has it."""
     return [entry[key] for entries in conds.values() for entry in entries or ()
             if isinstance(entry, dict) and key in entry]
 
@@ -109,8 +92,8 @@ def refuse_ltxv(diffusion_model, conds: dict) -> None:
 
 
 def _timestep_zero(default_method: Callable[[object], str | None]) -> Callable[[object, dict], None]:
-    """The refusal of reference latents sampled with the ``index_timestep_zero`` method (per entry, else the
-    model's ``default_method(model)``), whose second modulation (timestep 0) the block's arguments do not carry."""
+    """The refusal of reference latents sampled with ``index_timestep_zero`` (per entry, else the model's default),
+    whose second modulation the block's arguments do not carry."""
 
     def refuse(diffusion_model, conds: dict) -> None:
         default = default_method(diffusion_model)
@@ -126,8 +109,7 @@ def _timestep_zero(default_method: Callable[[object], str | None]) -> Callable[[
 
 @dataclass(frozen=True)
 class Family:
-    """How a core model's first block is read: ``modulated(block, args)`` its modulated input, ``patch(model)`` the
-    latent patch (T, H, W) of one image token, ``refuse(model, conds)`` the run-start check of its conditioning."""
+    """How a core model's first block is read, the patch of one token, and its conditioning check."""
 
     modulated: Callable[[torch.nn.Module, dict], torch.Tensor]
     patch: Callable[[object], tuple[int, int, int]]
@@ -148,30 +130,27 @@ FAMILIES = {
         qwen_image, _square, _timestep_zero(lambda m: getattr(m, "default_ref_method", None))),
     ("comfy.ldm.lightricks.model", "LTXVModel"): Family(ltxv, lambda m: (1, 1, 1), refuse_ltxv),
 }
-"""(module, exact class) of a diffusion model -> how its first block is read."""
 
 
 def vision_grid(input_shape, patch: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The (T, H, W) token grid of a model input ``[B, C, T, H, W]`` (or ``[B, C, H, W]``, one frame) cut into
-    ``patch``-sized tokens, a partial patch padded to a whole one as these models pad."""
+    """The (T, H, W) token grid of a model input cut into ``patch``-sized tokens, partial patches padded."""
     sizes = (input_shape[2] if len(input_shape) == 5 else 1, *input_shape[-2:])
     return tuple(-(-int(n) // p) for n, p in zip(sizes, patch))
 
 
-class FirstBlockView:
-    """The first block's modulated input of one core model as the first-block gates read it, ``[B, D, T, H, W]``:
-    its first tokens, on the model input's patch grid."""
+class BlockView:
+    """One core model's first-block view as the first-block gates read it, ``[B, D, T, H, W]``."""
 
     def __init__(self, diffusion_model, family: Family, block: torch.nn.Module):
         self.diffusion_model, self.family, self.block = diffusion_model, family, block
         self.patch = family.patch(diffusion_model)
 
     def refuse(self, conds: dict) -> None:
-        """ValueError for sampler conditioning whose image tokens the view cannot place (run start)."""
+        """ValueError for conditioning whose image tokens the view cannot place (run start)."""
         self.family.refuse(self.diffusion_model, conds)
 
     def __call__(self, args: dict, input_shape) -> torch.Tensor:
-        """The view of the first block's patch arguments ``args`` for a model input of ``input_shape``."""
+        """The view of the first block's patch arguments for a model input of ``input_shape``."""
         with torch.no_grad():
             modulated = self.family.modulated(self.block, args)
             return first_block_view(modulated, VisionTokens(vision_grid(input_shape, self.patch)))

@@ -1,4 +1,4 @@
-"""Offline replay of a run through the gate, without any model, to evaluate thresholds."""
+"""Offline replay of a run through the gate, without any model, to evaluate thresholds (docs/algorithm.md §10)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from .config import SeaCacheConfig
-from .run import SeaCacheRun
-from .stats import RunStats
+from seacache_core import RunStats, SeaCacheConfig, SeaCacheRun
 
 
 def replay(
@@ -39,8 +37,8 @@ def replay(
         if latent.shape[0] == 1 and len(keys) > 1:
             latent = latent.expand(len(keys), *latent.shape[1:])
         placeholder = torch.zeros(len(keys), 1, device=latent.device)
-        call = run.decide(latent, schedule[run.stats.calls], keys)
-        if call.predict(placeholder) is None:
-            call.commit(placeholder)
+        verdict = run.decide(latent, schedule[run.stats.calls], keys)
+        if run.predict(verdict, placeholder) is None:
+            run.commit(verdict, placeholder)
     run.release()
     return run.stats
