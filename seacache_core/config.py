@@ -38,6 +38,11 @@ class SeaCacheConfig:
             measured better on the pack's trained Cosmos3-architecture proxy (docs/quality.md), and the default
             stays 1 while the same evidence is missing for the other model families SeaCache serves. The node's
             `auto` takes the seam's order instead (2 on Cosmos3, this default elsewhere).
+        quadratic_weight (`float`, *optional*, defaults to `1.0`):
+            Share of order 2's quadratic term in a prediction (the rest: order 1's held line through the last two
+            residuals); only order 2 reads it. `None` follows the schedule's shift
+            (`extrapolate.quadratic_weight`: 0.5 up to shift 3, 1 from shift 5), which SeaCache Apply's `auto` order
+            takes where it picks order 2 (docs/algorithm.md §6).
         max_consecutive (`int`, defaults to `2`):
             Most reused steps in a row per branch before a compute is forced. `0` never reuses,
             `-1` sets no cap.
@@ -97,6 +102,7 @@ class SeaCacheConfig:
 
     threshold: float = 0.13
     order: int = 1
+    quadratic_weight: float | None = 1.0
     max_consecutive: int = 2
     warmup_steps: int = 1
     end_steps: int = 1
@@ -121,6 +127,10 @@ class SeaCacheConfig:
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
         if not _is_int(self.order) or not 0 <= self.order <= 2:
             raise ValueError(f"order must be an integer in 0..2, got {self.order!r}")
+        if self.quadratic_weight is not None and (not _is_number(self.quadratic_weight)
+                                                  or not 0 <= self.quadratic_weight <= 1):
+            raise ValueError(f"quadratic_weight must be None (follow the schedule's shift) or a number in [0, 1], "
+                             f"got {self.quadratic_weight!r}")
         if not _is_int(self.max_consecutive) or self.max_consecutive < -1:
             raise ValueError(
                 f"max_consecutive must be an integer >= -1 (-1 = no cap, 0 = never reuse), got {self.max_consecutive!r}"
