@@ -43,6 +43,7 @@ def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int,
 # and 10 on the trained Cosmos3 proxies: docs/quality.md, "Order 2 at low shift").
 LOW_SHIFT, FULL_SHIFT = 3.0, 5.0
 LOW_SHIFT_WEIGHT = 0.5
+FULL_REACH = 2  # steps past the last record that order 2 always follows whole (the reuses in a row of the default cap)
 
 
 def schedule_shift(flow_sigmas: Sequence[float]) -> float:
@@ -61,11 +62,12 @@ def schedule_shift(flow_sigmas: Sequence[float]) -> float:
 
 
 def quadratic_weight(flow_sigmas: Sequence[float]) -> float:
-    """The share of order 2's quadratic term that follows a schedule's shift (:func:`schedule_shift`): 0.5 up to
-    shift 3, 1 (the plain order 2) from shift 5, log-linear between. At low shift the residual's curvature over the
-    step index gains little in the open loop and its extrapolation over the 2-4 reused steps of 3x and 4x amplifies
-    the closed loop's errors: on the natural Cosmos3 proxy at shift 3 halving the term had 0.55-0.73x order 2's error
-    at 2x-4x, and at shifts 5 and 10 order 2 was the lowest (docs/quality.md, "Order 2 at low shift")."""
+    """The share of order 2's quadratic term beyond `FULL_REACH` that follows a schedule's shift
+    (:func:`schedule_shift`): 0.5 up to shift 3, 1 (the plain order 2) from shift 5, log-linear between. At low shift
+    the residual's curvature over the step index gains little in the open loop, and a parabola followed 3-4 steps
+    past its records (the reuse chains of 3x and 4x) amplifies the closed loop's errors: on the natural Cosmos3 proxy
+    at shift 3 halving the term there had 0.61x and 0.56x order 2's error at 3x and 4x; at shifts 5 and 10 the whole
+    term was the lowest (docs/quality.md, "Order 2 at low shift")."""
     shift = schedule_shift(flow_sigmas)
     rise = math.log(max(shift, 1e-6) / LOW_SHIFT) / math.log(FULL_SHIFT / LOW_SHIFT)
     return LOW_SHIFT_WEIGHT + (1 - LOW_SHIFT_WEIGHT) * min(max(rise, 0.0), 1.0)
@@ -172,9 +174,10 @@ class ResidualHistory:
         Order 1 follows the line through its two records at most as far past the last as they lie apart, and holds
         it beyond: a longer reach multiplies the difference of two close records, which a reuse chain longer than
         their spacing (a speed target's lifted cap) turned into the largest errors (docs/algorithm.md §6). Order 2
-        with a `quadratic_weight` below 1 blends that held line with the parabola, `quadratic_weight` of the latter."""
+        with a `quadratic_weight` below 1, more than `FULL_REACH` steps past its last record, blends that held line
+        with the parabola, `quadratic_weight` of the latter."""
         history = [(r.step, self._on(r, device)) for r in self._records]
-        if self.order == 2 and self.quadratic_weight < 1 and len(history) >= 2:
+        if self.order == 2 and self.quadratic_weight < 1 and len(history) >= 2 and step - history[-1][0] > FULL_REACH:
             weight, (previous, last) = self.quadratic_weight, history[-2:]
             line = extrapolate_residual(history[-2:], min(step, 2 * last[0] - previous[0]), 1).float()
             return ((1 - weight) * line + weight * extrapolate_residual(history, step, 2).float()).to(dtype)

@@ -160,7 +160,9 @@ def test_order_two_with_a_quadratic_weight_blends_the_held_line_with_the_parabol
     line = none.predict(9, "cpu", torch.float32)[0].item()  # held one spacing past step 5: 25 + 9
     assert (parabola, line) == (81.0, 34.0)
     assert half.predict(9, "cpu", torch.float32)[0].item() == 0.5 * 81.0 + 0.5 * 34.0
-    assert half.predict(6, "cpu", torch.float64).dtype == torch.float64
+    assert half.predict(8, "cpu", torch.float64).dtype == torch.float64
+    for near in (6, 7):  # up to FULL_REACH (2) steps past the last record the parabola is followed whole
+        assert torch.equal(half.predict(near, "cpu", torch.float32), plain.predict(near, "cpu", torch.float32))
     weighted = ResidualHistory(2, quadratic_weight=1.0)  # weight 1: the plain order 2, bit for bit
     g = torch.Generator().manual_seed(0)
     for step in (0, 2, 3):
