@@ -42,7 +42,8 @@ class SeaCacheConfig:
             Share of order 2's quadratic term in a prediction (the rest: order 1's held line through the last two
             residuals); only order 2 reads it. `None` follows the schedule's shift
             (`extrapolate.quadratic_weight`: 0.5 up to shift 3, 1 from shift 5), which SeaCache Apply's `auto` order
-            takes where it picks order 2 (docs/algorithm.md §6).
+            takes where it picks order 2. Only reused steps more than `extrapolate.FULL_REACH` (2) steps past the
+            last computed one are blended (docs/quality.md, "Order 2 at low shift").
         max_consecutive (`int`, defaults to `2`):
             Most reused steps in a row per branch before a compute is forced. `0` never reuses,
             `-1` sets no cap.
