@@ -64,10 +64,9 @@ def schedule_shift(flow_sigmas: Sequence[float]) -> float:
 def quadratic_weight(flow_sigmas: Sequence[float]) -> float:
     """The share of order 2's quadratic term beyond `FULL_REACH` that follows a schedule's shift
     (:func:`schedule_shift`): 0.5 up to shift 3, 1 (the plain order 2) from shift 5, log-linear between. At low shift
-    the residual's curvature over the step index gains little in the open loop, and a parabola followed 3-4 steps
-    past its records (the reuse chains of 3x and 4x) amplifies the closed loop's errors: on the natural Cosmos3 proxy
-    at shift 3 halving the term there had 0.61x and 0.56x order 2's error at 3x and 4x; at shifts 5 and 10 the whole
-    term was the lowest (docs/quality.md, "Order 2 at low shift")."""
+    the residual's curvature over the step index gains little in the open loop, while a parabola followed 3-4 steps
+    past its records (the reuse chains of 3x and 4x) amplifies the errors earlier reuses left in them; at high shift
+    the curvature is what the forecast needs (docs/quality.md, "Order 2 at low shift")."""
     shift = schedule_shift(flow_sigmas)
     rise = math.log(max(shift, 1e-6) / LOW_SHIFT) / math.log(FULL_SHIFT / LOW_SHIFT)
     return LOW_SHIFT_WEIGHT + (1 - LOW_SHIFT_WEIGHT) * min(max(rise, 0.0), 1.0)
