@@ -438,14 +438,15 @@ def cells_of(archs, shifts=SHIFTS, modes=MODES) -> list[Cell]:
 def report(rows: list[dict], labels: dict[str, str], targets, steps: int, figure: str | None,
            pooled_figure: str | None = None) -> None:
     """Print the tables of ``rows`` (per cell and target, the frontier at a glance, the summary at each target,
-    SeaCache as a user sets it, the README's table per proxy) and draw the figures to ``figure`` (a panel per cell)
-    and ``pooled_figure`` (a panel per proxy) when given."""
+    SeaCache as a user sets it, the README's table per proxy and the same per cell) and draw the figures to
+    ``figure`` (a panel per cell) and ``pooled_figure`` (a panel per proxy) when given."""
     print(table(rows, labels, targets, steps))
     print(frontier(rows, labels, targets, steps))
     for target in targets:
         print(summary(rows, labels, target, steps))
     print(shipped(rows, steps))
     print(headline(rows, labels, targets, steps))
+    print(headline(rows, labels, targets, steps, per_cell=True))
     from seacache_testing.peer_figure import draw
 
     for path, pooled in ((figure, False), (pooled_figure, True)):

@@ -26,6 +26,7 @@ class SeaCacheConfig:
 
     - ``threshold``: a branch reuses while its accumulated distance stays below it; 0 never reuses.
     - ``order``: Newton order (0..2) of the residual extrapolation; ``order + 1`` residuals kept per branch.
+    - ``quadratic_weight``: order 2's share of its quadratic term past ``FULL_REACH``; None follows the shift.
     - ``max_consecutive``: most reuses in a row (0 never, -1 no cap); ``warmup_steps``, ``end_steps`` always compute.
     - ``power``: the SEA prior's exponent; None: 3 for videos and the first-block gates, 2 for images.
     - ``residual_storage``: the history on the stack's device ("compute") or offloaded ("cpu").
@@ -36,6 +37,7 @@ class SeaCacheConfig:
 
     threshold: float = 0.13
     order: int = 1
+    quadratic_weight: float | None = 1.0
     max_consecutive: int = 2
     warmup_steps: int = 1
     end_steps: int = 1
@@ -60,6 +62,10 @@ class SeaCacheConfig:
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
         if not _is_int(self.order) or not 0 <= self.order <= 2:
             raise ValueError(f"order must be an integer in 0..2, got {self.order!r}")
+        if self.quadratic_weight is not None and (not _is_number(self.quadratic_weight)
+                                                  or not 0 <= self.quadratic_weight <= 1):
+            raise ValueError(f"quadratic_weight must be None (follow the schedule's shift) or a number in [0, 1], "
+                             f"got {self.quadratic_weight!r}")
         if not _is_int(self.max_consecutive) or self.max_consecutive < -1:
             raise ValueError(
                 f"max_consecutive must be an integer >= -1 (-1 = no cap, 0 = never reuse), got {self.max_consecutive!r}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,39 @@ def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int,
     return value.to(last.dtype)
 
 
+# The schedule shifts between which the share of order 2's quadratic term grows from half to whole (measured at 3, 5
+# and 10 on the trained Cosmos3 proxies: docs/quality.md, "Order 2 at low shift").
+LOW_SHIFT, FULL_SHIFT = 3.0, 5.0
+LOW_SHIFT_WEIGHT = 0.5
+FULL_REACH = 2  # steps past the last record that order 2 always follows whole (the reuses in a row of the default cap)
+
+
+def schedule_shift(flow_sigmas: Sequence[float]) -> float:
+    """The shift ``s`` of a schedule in the flow convention (``steps + 1`` sigmas from the first step's to the final
+    one), read at its middle: a shifted schedule ``sigma = s t / (1 + (s - 1) t)`` over evenly spaced ``t`` has
+    ``sigma = s / (1 + s)`` halfway, so ``s = sigma / (1 - sigma)`` there (linear between the two middle sigmas).
+    Any other schedule gets the shift with its middle sigma: how long it stays near pure noise."""
+    if len(flow_sigmas) < 2:
+        return 1.0
+    middle = (len(flow_sigmas) - 1) / 2
+    low = int(math.floor(middle))
+    high = min(low + 1, len(flow_sigmas) - 1)
+    sigma = flow_sigmas[low] + (middle - low) * (flow_sigmas[high] - flow_sigmas[low])
+    sigma = min(max(float(sigma), 1e-6), 1 - 1e-6)
+    return sigma / (1 - sigma)
+
+
+def quadratic_weight(flow_sigmas: Sequence[float]) -> float:
+    """The share of order 2's quadratic term beyond `FULL_REACH` that follows a schedule's shift
+    (:func:`schedule_shift`): 0.5 up to shift 3, 1 (the plain order 2) from shift 5, log-linear between. At low shift
+    the residual's curvature over the step index gains little in the open loop, while a parabola followed 3-4 steps
+    past its records (the reuse chains of 3x and 4x) amplifies the errors earlier reuses left in them; at high shift
+    the curvature is what the forecast needs (docs/quality.md, "Order 2 at low shift")."""
+    shift = schedule_shift(flow_sigmas)
+    rise = math.log(max(shift, 1e-6) / LOW_SHIFT) / math.log(FULL_SHIFT / LOW_SHIFT)
+    return LOW_SHIFT_WEIGHT + (1 - LOW_SHIFT_WEIGHT) * min(max(rise, 0.0), 1.0)
+
+
 @dataclass
 class _Record:
     step: int
@@ -46,10 +80,11 @@ class ResidualHistory:
     "cpu" storage is built for a GPU: host buffers (pinned for CUDA) are allocated once and reused; copies go out on a
     side stream and come back with ``non_blocking``, so the device never waits on the host."""
 
-    def __init__(self, order: int, residual_storage: str = "compute") -> None:
+    def __init__(self, order: int, residual_storage: str = "compute", quadratic_weight: float = 1.0) -> None:
         if residual_storage not in RESIDUAL_STORAGES:
             raise ValueError(f"residual_storage must be one of {RESIDUAL_STORAGES}, got {residual_storage!r}")
         self.order = order
+        self.quadratic_weight = quadratic_weight
         self.capacity = order + 1
         self.residual_storage = residual_storage
         self._records: deque[_Record] = deque()
@@ -118,8 +153,13 @@ class ResidualHistory:
     def predict(self, step: int, device, dtype: torch.dtype) -> torch.Tensor:
         """The extrapolated residual at ``step`` on ``device`` in ``dtype``. Order 1 follows its line at most as far
         past the last record as the two lie apart, then holds it: a longer reach multiplies the difference of two close
-        records (docs/algorithm.md §6)."""
+        records. Order 2 with a ``quadratic_weight`` below 1 blends that held line with the parabola more than
+        ``FULL_REACH`` steps past its last record (docs/algorithm.md §6)."""
         history = [(r.step, r.residual.to(device) if r.ready is None else self._on(r, device)) for r in self._records]
+        if self.order == 2 and self.quadratic_weight < 1 and len(history) >= 2 and step - history[-1][0] > FULL_REACH:
+            weight, (previous, last) = self.quadratic_weight, history[-2:]
+            line = extrapolate_residual(history[-2:], min(step, 2 * last[0] - previous[0]), 1).float()
+            return ((1 - weight) * line + weight * extrapolate_residual(history, step, 2).float()).to(dtype)
         if self.order == 1 and len(history) == 2:
             step = min(step, 2 * history[1][0] - history[0][0])
         predicted = extrapolate_residual(history, step, self.order).to(dtype)

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from .config import SeaCacheConfig
-from .extrapolate import ResidualHistory
+from .extrapolate import ResidualHistory, quadratic_weight
 from .forecast import ChebyshevHistory
 from .sea_filter import GainCache, Indicator, index_of
 from .speed import SpeedController
@@ -206,6 +206,9 @@ class SeaCacheRun:
         self.states: dict[Hashable, BranchState] = {}
         self.stats = RunStats()
         self.speed: SpeedController | None = None
+        self.quadratic_weight = config.quadratic_weight  # None: follows the schedule's shift
+        if self.quadratic_weight is None:
+            self.quadratic_weight = quadratic_weight(self.sigmas if flow_sigmas is None else list(flow_sigmas))
         self.reuse_cap = config.max_consecutive
         if config.speed_target is not None:
             self.speed = SpeedController(config, self.forced_later)
@@ -245,7 +248,7 @@ class SeaCacheRun:
         """A new branch's residual history for the configured forecaster."""
         config = self.config
         if config.forecaster == "newton":
-            return ResidualHistory(config.order, config.residual_storage)
+            return ResidualHistory(config.order, config.residual_storage, self.quadratic_weight)
         return ChebyshevHistory(config.order, config.residual_storage, degree=config.chebyshev_degree,
                                 ridge_lambda=config.chebyshev_lambda, blend=config.chebyshev_blend,
                                 capacity=config.chebyshev_capacity, step_span=max(self.steps, 1))

@@ -350,14 +350,16 @@ def proxy_of(cell: str) -> str:
     return cell.split(", shift")[0]
 
 
-def pooled(rows: list[dict], targets=TARGETS) -> dict[tuple, tuple[list[float], list[float]]]:
+def pooled(rows: list[dict], targets=TARGETS,
+           group: Callable[[str], str] = proxy_of) -> dict[tuple, tuple[list[float], list[float]]]:
     """Per (proxy, method, target), for the methods that reach the target in every cell of the proxy
-    (:func:`reached`): every pair's error at the target over the proxy's cells, and each cell's geometric mean."""
+    (:func:`reached`): every pair's error at the target over the proxy's cells, and each cell's geometric mean.
+    ``group`` names the cells pooled together (a cell's own name: no pooling)."""
     results = matched(rows, targets)
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     out = {}
-    for proxy in dict.fromkeys(map(proxy_of, cells)):
-        own = [c for c in cells if proxy_of(c) == proxy]
+    for proxy in dict.fromkeys(map(group, cells)):
+        own = [c for c in cells if group(c) == proxy]
         for method in dict.fromkeys(r["method"] for r in rows if r["cell"] in own and r["method"] != "uncached"):
             for target in targets:
                 found = [results.get((cell, method, target)) for cell in own]
@@ -367,18 +369,22 @@ def pooled(rows: list[dict], targets=TARGETS) -> dict[tuple, tuple[list[float], 
     return out
 
 
-def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS) -> str:
+def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: int = STEPS,
+             per_cell: bool = False) -> str:
     """The README's table: per proxy and target, over all its cells (shifts and modes) and pairs (:func:`pooled`), the
     geometric-mean error of SeaCache Apply asked for the target's speed (:data:`SPEEDUP`), of the best Spectrum (a
     method named ``spectrum...``) and of the best other peer, each family's best being its lowest over the proxy;
     SeaCache's paired ratio to each over all the proxy's pairs (95 % interval) and the cells where its geometric mean
-    is the lower. "-" where no method of a family reaches the target in every cell."""
-    errors = pooled(rows, targets)
+    is the lower. "-" where no method of a family reaches the target in every cell. ``per_cell``: the same per cell
+    (proxy, shift and mode, nothing pooled), with the pairs where SeaCache is lower."""
+    group = (lambda cell: cell) if per_cell else proxy_of
+    errors = pooled(rows, targets, group)
     cells = list(dict.fromkeys(r["cell"] for r in rows))
-    lines = [f"| proxy | full calls of {steps} | SeaCache, speedup | best Spectrum | best other peer | "
-             "SeaCache / Spectrum [95% CI], cells lower | SeaCache / other peer [95% CI], cells lower |",
-             "| --- | ---: | ---: | --- | --- | ---: | ---: |"]
-    for proxy in dict.fromkeys(map(proxy_of, cells)):
+    counted = "pairs" if per_cell else "cells"
+    lines = [f"| {'proxy, shift, mode' if per_cell else 'proxy'} | full calls of {steps} | SeaCache, speedup | "
+             f"best Spectrum | best other peer | SeaCache / Spectrum [95% CI], {counted} lower | "
+             f"SeaCache / other peer [95% CI], {counted} lower |", "| --- | ---: | ---: | --- | --- | ---: | ---: |"]
+    for proxy in dict.fromkeys(map(group, cells)):
         for target in targets:
             reaching = [m for (p, m, t) in errors if p == proxy and t == target]
             ours = errors.get((proxy, SPEEDUP.name, target))
@@ -394,9 +400,10 @@ def headline(rows: list[dict], labels: dict[str, str], targets=TARGETS, steps: i
                 theirs = errors[(proxy, best, target)]
                 cols.append(f"{labels.get(best, best)}: {geometric_mean(theirs[0]):.4f}")
                 if ours:
-                    g, lo, hi, _ = paired_ratio(ours[0], theirs[0])
+                    g, lo, hi, pairs_lower = paired_ratio(ours[0], theirs[0])
                     lower = sum(a < b for a, b in zip(ours[1], theirs[1]))
-                    ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}], {lower}/{len(ours[1])}")
+                    ratios.append(f"{g:.2f} [{lo:.2f}, {hi:.2f}], " + (f"{pairs_lower}/{len(ours[0])}" if per_cell
+                                                                       else f"{lower}/{len(ours[1])}"))
                 else:
                     ratios.append("-")
             lines.append(f"| {proxy} | {speed_label(target, steps)} | " + " | ".join(cols + ratios) + " |")

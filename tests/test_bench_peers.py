@@ -167,6 +167,13 @@ def test_the_headline_pools_a_proxys_cells_and_compares_speedup_with_each_family
     # per-pair ratios 0.25, 0.25, 0.5, 0.5 -> 0.35, lower in both cells; 2, 2, 0.25, 0.25 -> 0.71, lower in one
     assert cells[5].startswith("0.35 [") and cells[5].endswith("], 2/2")
     assert cells[6].startswith("0.71 [") and cells[6].endswith("], 1/2")
+    # per cell nothing is pooled: shift 3's speedup 0.01 against Spectrum B's 0.02 there (A's 0.04) and fixed's 0.005
+    per_cell = peers.headline(rows, labels, (17.5,), per_cell=True).splitlines()
+    assert per_cell[0].startswith("| proxy, shift, mode |") and "pairs lower" in per_cell[0] and len(per_cell) == 4
+    cells = [c.strip() for c in per_cell[2].strip("|").split("|")]
+    assert cells[:5] == ["P, shift 3, T2V", "17.5 (2x)", "0.0100", "spectrum_b: 0.0200", "fixed interval: 0.0050"]
+    assert cells[5].startswith("0.50 [0.50, 0.50]") and cells[5].endswith("], 2/2")
+    assert cells[6].startswith("2.00 [2.00, 2.00]") and cells[6].endswith("], 0/2")
     # the README's figure draws the same pooled errors, one point per target reached
     pooled = peer_figure.pooled_curves(rows, (17.5,), 35)["P, all shifts and modes"]
     assert pooled["seacache_speedup"] == [(2.0, pytest.approx(0.02))] and "capped" not in pooled

@@ -238,11 +238,16 @@ def test_progress_messages_reach_the_frontend(tiny):
 
 
 def test_auto_residual_order_is_two_on_cosmos3(tiny):
-    """auto picks the order measured best on the Cosmos3 architecture (README, Quality); explicit orders stay."""
-    order = lambda m: m.model_options["transformer_options"]["seacache_settings"].config.order  # noqa: E731
-    auto = tiny.seacache(residual_order="auto")
-    assert order(auto) == 2 and order(tiny.seacache(residual_order="1")) == 1
-    assert torch.equal(tiny.sample(auto, steps=STEPS), tiny.sample(tiny.seacache(residual_order="2"), steps=STEPS))
+    """auto picks the order measured best on the Cosmos3 architecture (README, Quality), its quadratic term following
+    the schedule's shift: the plain order 2 from shift 5 (bit for bit), less of the term past 2 reuses in a row at
+    shift 3 (here no cap, so chains run longer); explicit orders stay plain."""
+    config = lambda m: m.model_options["transformer_options"]["seacache_settings"].config  # noqa: E731
+    auto, two = (tiny.seacache(residual_order=order, threshold=0.6, max_consecutive=-1) for order in ("auto", "2"))
+    assert (config(auto).order, config(auto).quadratic_weight) == (2, None)
+    assert (config(two).quadratic_weight, config(tiny.seacache(residual_order="1")).order) == (1.0, 1)
+    assert torch.equal(tiny.sample(auto, steps=STEPS), tiny.sample(two, steps=STEPS))  # shift 10
+    assert last_report(auto)["reused"] > 0
+    assert not torch.equal(tiny.sample(auto, steps=STEPS, shift=3.0), tiny.sample(two, steps=STEPS, shift=3.0))
 
 
 def test_chebyshev_residual_order_forecasts_every_reused_call(tiny, monkeypatch):

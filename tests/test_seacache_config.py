@@ -15,6 +15,7 @@ def test_defaults_are_seacache_applys():
     assert c.gate == "sea_same_sigma" and c.sound_weight == 1.0
     assert c.speedup == 0.0 and c.speed_target is None and c.speed_lifts_cap is True
     assert c.forecaster == "newton" and c.residuals_kept == 2
+    assert c.quadratic_weight == 1.0  # SeaCache Apply's auto sets None (follow the shift) where it picks order 2
 
 
 def test_chebyshev_defaults_are_spectrums_published_setting():
@@ -74,6 +75,10 @@ def test_the_node_writes_no_default_of_its_own():
         ("chebyshev_blend", True),
         ("chebyshev_capacity", 4),  # the fit of degree 4 needs 5
         ("chebyshev_capacity", 12.0),
+        ("quadratic_weight", 1.5),
+        ("quadratic_weight", -0.1),
+        ("quadratic_weight", float("nan")),
+        ("quadratic_weight", True),
     ],
 )
 def test_invalid_raises_naming_parameter(name, value):
@@ -93,6 +98,7 @@ def test_validate_after_mutation():
                                     {"gate": "sea"}, {"gate": "sea_same_sigma"}, {"sound_weight": 0},
                                     {"forecaster": "chebyshev", "chebyshev_degree": 0, "chebyshev_capacity": 3, "order": 2},
                                     {"chebyshev_blend": 0}, {"chebyshev_blend": 1}, {"chebyshev_lambda": 0},
-                                    {"speed_lifts_cap": False}])
+                                    {"speed_lifts_cap": False}, {"quadratic_weight": None}, {"quadratic_weight": 0},
+                                    {"quadratic_weight": 0.5}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

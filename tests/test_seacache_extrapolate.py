@@ -123,6 +123,51 @@ def test_order_one_follows_its_line_one_spacing_past_the_last_record_and_holds_i
     assert parabola.predict(9, "cpu", torch.float32)[0].item() == 81.0
 
 
+def test_schedule_shift_reads_the_shift_of_a_shifted_schedule():
+    from cosmos3 import reference_sigmas
+    from seacache_core.extrapolate import schedule_shift
+
+    for shift in (1.0, 3.0, 5.0, 10.0):
+        for steps in (10, 35, 50):
+            assert schedule_shift([float(s) for s in reference_sigmas(steps, shift)]) == pytest.approx(shift, rel=0.01)
+    assert schedule_shift([1.0]) == 1.0  # no step: no shift to read
+
+
+def test_quadratic_weight_is_half_up_to_shift_three_and_whole_from_shift_five():
+    from cosmos3 import reference_sigmas
+    from seacache_core.extrapolate import quadratic_weight
+
+    weight = lambda shift: quadratic_weight([float(s) for s in reference_sigmas(35, shift)])  # noqa: E731
+    assert weight(1.0) == weight(2.0) == 0.5 and weight(5.0) == weight(10.0) == 1.0
+    assert weight(3.0) == pytest.approx(0.5, abs=0.01)
+    assert weight(3.0) < weight(3.5) < weight(4.0) < weight(4.5) < 1.0
+    assert weight(15 ** 0.5) == pytest.approx(0.75, abs=0.01)  # log-linear: halfway at the geometric middle
+
+
+def test_order_two_with_a_quadratic_weight_blends_the_held_line_with_the_parabola():
+    records = [(3, 9.0), (4, 16.0), (5, 25.0)]  # step squared: the parabola is exact, the line through 4 and 5 is not
+    plain, half, none = ResidualHistory(2), ResidualHistory(2, quadratic_weight=0.5), ResidualHistory(2, quadratic_weight=0.0)
+    for history in (plain, half, none):
+        for step, value in records:
+            history.append(step, torch.full((2,), value))
+    parabola = plain.predict(9, "cpu", torch.float32)[0].item()
+    line = none.predict(9, "cpu", torch.float32)[0].item()  # held one spacing past step 5: 25 + 9
+    assert (parabola, line) == (81.0, 34.0)
+    assert half.predict(9, "cpu", torch.float32)[0].item() == 0.5 * 81.0 + 0.5 * 34.0
+    assert half.predict(8, "cpu", torch.float64).dtype == torch.float64
+    for near in (6, 7):  # up to FULL_REACH (2) steps past the last record the parabola is followed whole
+        assert torch.equal(half.predict(near, "cpu", torch.float32), plain.predict(near, "cpu", torch.float32))
+    weighted = ResidualHistory(2, quadratic_weight=1.0)  # weight 1: the plain order 2, bit for bit
+    g = torch.Generator().manual_seed(0)
+    for step in (0, 2, 3):
+        residual = torch.randn(3, 4, generator=g)
+        weighted.append(step, residual)
+        plain.append(step, residual)
+    assert torch.equal(weighted.predict(6, "cpu", torch.float32), plain.predict(6, "cpu", torch.float32))
+    with pytest.raises(ValueError, match="quadratic_weight"):
+        ResidualHistory(2, quadratic_weight=1.5)
+
+
 def test_history_predict_never_returns_a_stored_tensor():
     history = ResidualHistory(0)
     history.append(0, torch.ones(3))

@@ -100,3 +100,16 @@ def test_chebyshev_forecaster_fits_every_computed_step_over_the_runs_own_steps()
     newton_run, newton_errors = _cubic_run(SeaCacheConfig(**base))
     assert type(newton_run.states["cond"].history) is ResidualHistory and newton_run.stats.ran == 5
     assert max(newton_errors) > 0.5
+
+
+def test_quadratic_weight_none_follows_the_flow_schedules_shift():
+    """``quadratic_weight`` None takes the share of order 2's quadratic term from the run's schedule in the flow
+    convention (``flow_sigmas`` where given): half at shift 3, whole at shift 10; a number is kept as given."""
+    from cosmos3 import reference_sigmas
+
+    shift3, shift10 = ([float(s) for s in reference_sigmas(35, shift)] for shift in (3.0, 10.0))
+    follow = SeaCacheConfig(order=2, quadratic_weight=None)
+    assert abs(SeaCacheRun(follow, shift3).new_history().quadratic_weight - 0.5) < 0.01
+    assert SeaCacheRun(follow, shift10).new_history().quadratic_weight == 1.0
+    assert SeaCacheRun(follow, [s * 7 for s in shift10], flow_sigmas=shift3).new_history().quadratic_weight < 0.51
+    assert SeaCacheRun(SeaCacheConfig(order=2, quadratic_weight=0.3), shift10).new_history().quadratic_weight == 0.3

@@ -71,7 +71,7 @@ class SeaCacheApply(io.ComfyNode):
             inputs=[
                 io.Model.Input("model", tooltip="Any diffusion MODEL; SeaCache Stats names where the skipped stack begins and ends."),
                 io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; sea 0.25, first block 0.35."),
-                io.Combo.Input("residual_order", options=list(RESIDUAL_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto = 2 on Cosmos3 else 1; chebyshev fits 12 computed steps.", **EXPERT),
+                io.Combo.Input("residual_order", options=list(RESIDUAL_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto (2 on Cosmos3, else 1); chebyshev won only on Wan at 2x.", **EXPERT),
                 io.Int.Input("max_consecutive", default=DEFAULTS.max_consecutive, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
                 io.Int.Input("warmup_steps", default=DEFAULTS.warmup_steps, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
                 io.Int.Input("end_steps", default=DEFAULTS.end_steps, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
@@ -92,6 +92,7 @@ class SeaCacheApply(io.ComfyNode):
         config = SeaCacheConfig(
             threshold=threshold,
             order=1 if seam_order else int(residual_order),
+            quadratic_weight=None if residual_order == "auto" else 1.0,  # auto's order 2 follows the schedule's shift
             forecaster=FORECASTER_CHOICES.get(residual_order, "newton"),
             max_consecutive=max_consecutive,
             warmup_steps=warmup_steps,
