@@ -35,18 +35,14 @@ def extrapolate_residual(history: Sequence[tuple[int, torch.Tensor]], step: int,
     return value.to(last.dtype)
 
 
-# The schedule shifts between which the share of order 2's quadratic term grows from half to whole (measured at 3, 5
-# and 10 on the trained Cosmos3 proxies: docs/quality.md, "Order 2 at low shift").
 LOW_SHIFT, FULL_SHIFT = 3.0, 5.0
 LOW_SHIFT_WEIGHT = 0.5
-FULL_REACH = 2  # steps past the last record that order 2 always follows whole (the reuses in a row of the default cap)
+FULL_REACH = 2
 
 
 def schedule_shift(flow_sigmas: Sequence[float]) -> float:
-    """The shift ``s`` of a schedule in the flow convention (``steps + 1`` sigmas from the first step's to the final
-    one), read at its middle: a shifted schedule ``sigma = s t / (1 + (s - 1) t)`` over evenly spaced ``t`` has
-    ``sigma = s / (1 + s)`` halfway, so ``s = sigma / (1 - sigma)`` there (linear between the two middle sigmas).
-    Any other schedule gets the shift with its middle sigma: how long it stays near pure noise."""
+    """The shift ``s`` of a flow-convention schedule, read at its middle, where a shifted schedule has
+    ``sigma = s / (1 + s)``; any other schedule gets the shift with its middle sigma."""
     if len(flow_sigmas) < 2:
         return 1.0
     middle = (len(flow_sigmas) - 1) / 2
@@ -58,11 +54,9 @@ def schedule_shift(flow_sigmas: Sequence[float]) -> float:
 
 
 def quadratic_weight(flow_sigmas: Sequence[float]) -> float:
-    """The share of order 2's quadratic term beyond `FULL_REACH` that follows a schedule's shift
-    (:func:`schedule_shift`): 0.5 up to shift 3, 1 (the plain order 2) from shift 5, log-linear between. At low shift
-    the residual's curvature over the step index gains little in the open loop, while a parabola followed 3-4 steps
-    past its records (the reuse chains of 3x and 4x) amplifies the errors earlier reuses left in them; at high shift
-    the curvature is what the forecast needs (docs/quality.md, "Order 2 at low shift")."""
+    """Order 2's share of its quadratic term beyond ``FULL_REACH`` for a schedule: 0.5 up to shift 3, 1 from shift 5,
+    log-linear between; at low shift a parabola followed past its records amplifies earlier errors more than its
+    curvature helps (docs/quality.md, "Order 2 at low shift")."""
     shift = schedule_shift(flow_sigmas)
     rise = math.log(max(shift, 1e-6) / LOW_SHIFT) / math.log(FULL_SHIFT / LOW_SHIFT)
     return LOW_SHIFT_WEIGHT + (1 - LOW_SHIFT_WEIGHT) * min(max(rise, 0.0), 1.0)
@@ -154,7 +148,7 @@ class ResidualHistory:
         """The extrapolated residual at ``step`` on ``device`` in ``dtype``. Order 1 follows its line at most as far
         past the last record as the two lie apart, then holds it: a longer reach multiplies the difference of two close
         records. Order 2 with a ``quadratic_weight`` below 1 blends that held line with the parabola more than
-        ``FULL_REACH`` steps past its last record (docs/algorithm.md §6)."""
+        ``FULL_REACH`` steps (the default cap's reuses in a row) past its last record (docs/algorithm.md §6)."""
         history = [(r.step, r.residual.to(device) if r.ready is None else self._on(r, device)) for r in self._records]
         if self.order == 2 and self.quadratic_weight < 1 and len(history) >= 2 and step - history[-1][0] > FULL_REACH:
             weight, (previous, last) = self.quadratic_weight, history[-2:]

@@ -206,7 +206,7 @@ class SeaCacheRun:
         self.states: dict[Hashable, BranchState] = {}
         self.stats = RunStats()
         self.speed: SpeedController | None = None
-        self.quadratic_weight = config.quadratic_weight  # None: follows the schedule's shift
+        self.quadratic_weight = config.quadratic_weight
         if self.quadratic_weight is None:
             self.quadratic_weight = quadratic_weight(self.sigmas if flow_sigmas is None else list(flow_sigmas))
         self.reuse_cap = config.max_consecutive
