@@ -164,8 +164,6 @@ def test_order_two_with_a_quadratic_weight_blends_the_held_line_with_the_parabol
         weighted.append(step, residual)
         plain.append(step, residual)
     assert torch.equal(weighted.predict(6, "cpu", torch.float32), plain.predict(6, "cpu", torch.float32))
-    with pytest.raises(ValueError, match="quadratic_weight"):
-        ResidualHistory(2, quadratic_weight=1.5)
 
 
 def test_history_predict_never_returns_a_stored_tensor():

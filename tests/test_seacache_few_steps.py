@@ -4,6 +4,7 @@ schedule's ends left no step free, or what made each free step compute."""
 import torch
 
 from seacache_core import SeaCacheConfig, SeaCacheRun
+from seacache_testing.seacache_host import run_stack
 
 
 def run_over(config: SeaCacheConfig, sigmas: list[float], change: float, reuse_steps=None) -> SeaCacheRun:
@@ -13,7 +14,7 @@ def run_over(config: SeaCacheConfig, sigmas: list[float], change: float, reuse_s
     base = torch.randn(1, 4, 3, 8, 8, generator=generator)
     for step, sigma in enumerate(sigmas[:-1]):
         latent = base + change * step * torch.randn(base.shape, generator=generator)
-        run.run(lambda h: h * 2.0 + 1.0, torch.ones(1, 4, 8) * (1.0 - sigma), latent, sigma, ["cond"])
+        run_stack(run, lambda h: h * 2.0 + 1.0, torch.ones(1, 4, 8) * (1.0 - sigma), latent, sigma, ["cond"])
     return run
 
 
