@@ -2,18 +2,49 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from PIL import Image, ImageDraw
 
+NOT_APPLIED = ("SeaCache: not applied (no SeaCache Apply on this MODEL: bypassed, removed or not connected); "
+               "the latent passed through unchanged.")
+"""Stats' one line for a MODEL without SeaCache: the graph ran as if SeaCache had never been in it."""
 COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 140, 150)}
 THRESHOLD_COLOR = (231, 76, 60)
 
 
-def frontend_report(report: dict | None) -> dict:
+def frontend_report(report: dict | None, note: str | None = None) -> dict:
     """The report the Stats node sends to the frontend: the run's report (empty before any run) plus the chart's
     colors as CSS hex (``colors``: one per decision and ``threshold``), so web/seacache.js draws with this
-    module's colors and writes none of its own."""
+    module's colors and writes none of its own, and the one line the canvas shows instead of the run's counts
+    where there is one (``note``: ``note`` given, e.g. :data:`NOT_APPLIED`, else :func:`no_reuse_note`)."""
     colors = {**COLORS, "threshold": THRESHOLD_COLOR}
-    return {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
+    sent = {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
+    note = note or no_reuse_note(report)
+    return sent if note is None else {**sent, "note": note}
+
+
+def no_reuse_note(report: dict | None) -> str | None:
+    """One line saying why a run reused no call, with the reason read off its report; None when it reused some (or
+    there is no run). Reasons, first that holds: no call reached the seam, caching stopped, threshold 0, every call
+    forced (the forced reasons counted: e.g. ``warmup`` and ``end`` when the run has too few steps for
+    ``warmup_steps`` + ``end_steps``, ``window``, ``max_consecutive`` at 0), else the gate found every step free to
+    reuse too far from the last computed one."""
+    if not report or report.get("reused"):
+        return None
+    calls = report.get("calls", 0)
+    forced = Counter(r["reason"] for r in report.get("records", []) if r["decision"] == "forced")
+    if not calls:
+        why = f"no model call reached the seam ({report.get('uncached_calls', 0)} ran whole)"
+    elif report.get("stopped"):
+        why = f"caching stopped {report['stopped']}"
+    elif report.get("threshold") == 0:
+        why = "threshold 0 never reuses (raise it to reuse steps)"
+    elif sum(forced.values()) == calls:
+        why = "every call was forced (" + ", ".join(f"{reason} {n}" for reason, n in forced.items()) + ")"
+    else:
+        why = "the distance reached the threshold at every step free to reuse (raise threshold or speedup)"
+    return f"SeaCache reused 0 of {calls} calls: {why}."
 
 
 def summary_text(report: dict | None) -> str:
@@ -22,6 +53,7 @@ def summary_text(report: dict | None) -> str:
     caching stopped mid-run if it did, and the residual boundary (seam) the run used."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
+    note = no_reuse_note(report)
     setting = (f"speedup target {report['speedup_target']:g}x" if report.get("speedup_target")
                else f"threshold {report['threshold']}")
     text = f"SeaCache run {report['status']} over {report['steps']} steps ({setting}):\n{report['summary']}"
@@ -35,21 +67,24 @@ def summary_text(report: dict | None) -> str:
         text += f"\ncaching stopped {report['stopped']}; the rest of the run was computed whole"
     if report.get("seam"):
         text += f"\nresidual boundary: {report['seam']}"
-    return text
+    return text if note is None else f"{note}\n{text}"
 
 
-def render_timeline(report: dict | None, width: int = 960, height: int = 320) -> Image.Image:
+def render_timeline(report: dict | None, width: int = 960, height: int = 320, note: str | None = None) -> Image.Image:
     """Bar chart of one run: one bar per gated call, its height the accumulated distance relative to the
-    threshold (dashed line at 1), colored computed / reused / forced."""
+    threshold (dashed line at 1), colored computed / reused / forced; under the header, the line saying why the run
+    reused nothing (:func:`no_reuse_note`). Without records: ``note`` (or "no run recorded yet") at mid height."""
     img = Image.new("RGB", (width, height), (24, 24, 28))
     draw = ImageDraw.Draw(img)
     left, right, top, bottom = 48, width - 12, 34, height - 30
     if not report or not report["records"]:
-        draw.text((left, height // 2), "SeaCache: no run recorded yet", fill=(220, 220, 220))
+        draw.text((left, height // 2), note or "SeaCache: no run recorded yet", fill=(220, 220, 220))
         return img
     records, threshold = report["records"], report.get("threshold") or 0.0
     setting = f"target {report['speedup_target']:g}x" if report.get("speedup_target") else f"threshold {threshold}"
     draw.text((left, 8), f"reused {report['reused']}/{report['calls']}  ~{report['speedup']:.2f}x  {setting}", fill=(230, 230, 230))
+    if no_reuse_note(report):
+        draw.text((left, 21), no_reuse_note(report), fill=(230, 230, 230))
     x = left
     for name, color in COLORS.items():
         draw.rectangle((right - 250 + (x - left), 10, right - 242 + (x - left), 18), fill=color)

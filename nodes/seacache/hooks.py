@@ -21,7 +21,8 @@ Failure behaviour, the same for every seam:
   the step's main call: each item has its own branch (its conditioning's key plus the patch set's name,
   "cond0/0+g0") and history, and reuses exactly when its conditioning's branch reused at this step. Other calls made
   by a guidance function run whole and leave the run untouched. All are counted in ``guidance_calls``.
-- An error raised by the model itself propagates; the report says "failed"; the run's state is freed.
+- An error raised by the model itself propagates; the report says "failed" ("interrupted" for ComfyUI's interrupt,
+  the user's cancel); the run's state is freed.
 - An error raised by SeaCache's own code during sampling (at a call, or in a seam's step inside the model): that
   call runs whole, and so do all later calls of the run; the report's ``stopped`` says why; one warning.
 """
@@ -33,6 +34,7 @@ import math
 import sys
 from contextlib import nullcontext
 
+import comfy.model_management
 import torch
 
 from ...seacache_core import Call, SeaCacheRun
@@ -261,8 +263,9 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
 
 
 def log_run(model_name: str, report: dict) -> None:
-    """One INFO line per run (model, seam, calls, ran, reused, speedup) and one warning when calls missed the seam
-    and ran whole, uncached (otherwise only the Stats node would show a run that gained nothing)."""
+    """One INFO line per run (its status: completed, failed or interrupted; model, seam, calls, ran, reused,
+    speedup) and one warning when calls missed the seam and ran whole, uncached (otherwise only the Stats node would
+    show a run that gained nothing)."""
     log.info("SeaCache: %s run of %s, seam %s: %d calls, %d ran, %d reused, estimated stack speedup %.2fx",
              report["status"], model_name, report["seam"], report["calls"], report["ran"], report["reused"],
              report["speedup"])
@@ -291,6 +294,9 @@ def outer_sample_wrapper(executor, *args, **kwargs):
             out = executor(*args, **kwargs)
         status = "completed"
         return out
+    except comfy.model_management.InterruptProcessingException:
+        status = "interrupted"  # the user's cancel, not a failure
+        raise
     finally:
         settings.publish(run.report(status))
         run.release()
