@@ -10,6 +10,8 @@ import comfy.patcher_extension
 from comfy_api.latest import io
 
 from ...seacache_core import SeaCacheConfig
+from ...seacache_core.sea_filter import FIRST_BLOCK_GATES
+from ..comfy_internals import FIRST_BLOCK, SEACACHE, require
 from .composition import refuse_other_caches
 from .estimate import count_history_in_memory_estimate
 from .hooks import gate_model_call, outer_sample_wrapper, schedule_in_flow
@@ -38,7 +40,11 @@ def choice_label(choices: dict, value) -> str:
 def apply_seacache(model, settings: SeaCacheSettings, auto_order: bool = False):
     """A clone of ``model`` with SeaCache's wrappers (replacing an earlier application); ``model`` is untouched.
     Bad models and other step caches fail here, before sampling; the seam is chosen again at run start for the
-    final MODEL. ``auto_order`` takes the seam's residual order instead of the one in ``settings``."""
+    final MODEL. ``auto_order`` takes the seam's residual order instead of the one in ``settings``. A ComfyUI that
+    moved a symbol SeaCache needs is refused here, naming it (:mod:`..comfy_internals`)."""
+    require(SEACACHE, "SeaCache Apply")
+    if settings.config.gate in FIRST_BLOCK_GATES:
+        require(FIRST_BLOCK, f"SeaCache Apply's gate {settings.config.gate!r}")
     patched = model.clone()
     remove_seacache(patched)
     refuse_other_caches(patched, patched.model_options)
