@@ -9,7 +9,8 @@ of the pack). It prints the curve and checks: every prompt ends in success, inte
 the RSS and tensor count stay flat within the stated bounds; each SeaCache Stats node shows the report of the
 sampler it follows (its step count). ``--without-seacache`` queues the same prompts with SeaCache Apply and Stats
 bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server retained between
-probes (tracemalloc's growing allocation sites, the object types whose counts grew).
+probes after Cosmos3 prompts, the first after warm-up and then about every N prompts (tracemalloc's growing
+allocation sites, newest frame first, and the object types whose counts grew).
 
   python -m benchmarks.soak --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
   python -m benchmarks.soak --soak 200 --without-seacache           (the control)
@@ -81,8 +82,8 @@ def cosmos3_prompt(rng, version: str, sound: bool):
 
 
 def core_prompt(rng):
-    """A tiny core model with two KSamplers (different steps) fed by one SeaCache Apply, a Stats node after each;
-    expected steps per Stats node id."""
+    """A tiny core model with two KSamplers (different steps) fed by one SeaCache Apply, a Stats node after each
+    and its latent saved; expected steps per Stats node id."""
     name = rng.choice(["wan21_t2v", "flux"])
     batch, size = rng.choice([1, 2]), rng.choice([64, 128])
     latent = ({"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": size, "height": size, "length": 5, "batch_size": batch}}
@@ -107,6 +108,8 @@ def core_prompt(rng):
             prompt[node] = {"class_type": "LatentMultiply", "inputs": {"samples": samples, "multiplier": 1.0}}
             samples = [node, 0]
         prompt[stats] = {"class_type": "SeaCacheStats", "inputs": {"samples": samples, "model": ["2", 0]}}
+        prompt[str(int(stats) + 100)] = {"class_type": "SaveLatent",  # an output that stays without SeaCache (control)
+                                       "inputs": {"samples": [stats, 0], "filename_prefix": "latents/soak"}}
         expected[stats] = n
     return prompt, expected
 
@@ -142,7 +145,7 @@ def one_prompt(srv: ComfyServer, args, rng, i: int, version: str, kinds: list, p
     if action == "interrupt":
         time.sleep(rng.uniform(0.2, 1.5))
         srv.call("/interrupt", {})
-    return kind, action, prompt, ({} if args.without_seacache else expected), srv.wait_done(prompt_id, args.prompt_timeout)
+    return kind, action, prompt, expected, srv.wait_done(prompt_id, args.prompt_timeout)
 
 
 def run(args) -> dict:
@@ -167,7 +170,7 @@ def run(args) -> dict:
             result = outcome(entry)
             previous = (kind, prompt, expected, result)
             outcomes[result] = outcomes.get(result, 0) + 1
-            if result == "success":
+            if result == "success" and not args.without_seacache:  # the control has no Stats node to check
                 for stats, steps in expected.items():
                     report = entry["outputs"][stats]["seacache"][0]
                     checked += 1
@@ -176,11 +179,11 @@ def run(args) -> dict:
             elif result == "error":
                 messages = [m for m in entry["status"]["messages"] if m[0] == "execution_error"]
                 print(f"prompt {i} ({kind}) failed: {json.dumps(messages)[:2000]}")
-            probe = srv.probe(trace=bool(args.trace_every) and i + 1 >= args.warmup
-                              and (i + 1 - args.warmup) % args.trace_every == 0)
+            group = ("core" if kind == "retune" else kind) if result == "success" and action != "cancel" else None
+            traced = args.trace_every and i + 1 >= args.warmup and group == "cosmos3"  # compared after one kind
+            probe = srv.probe(trace=bool(traced) and len(traces) < 1 + (i + 1 - args.warmup) // args.trace_every)
             if "trace" in probe:
                 traces.append((i + 1, probe["trace"]))
-            group = ("core" if kind == "retune" else kind) if result == "success" and action != "cancel" else None
             samples.append((i + 1, probe["rss"], probe["tensors"], group))  # group: what the server last finished
             print(f"prompt {i + 1:4d} {kind:8s} {action:9s} {result:11s} rss {probe['rss'] / 2**20:8.1f} MiB  "
                   f"tensors {probe['tensors']:6d}  pack objects {sum(probe['pack_objects'].values()):5d}  "
@@ -200,7 +203,7 @@ def print_traces(traces: list) -> None:
     for n, trace in traces:
         print(f"\n-- after prompt {n}: traced Python memory {trace['traced'] / 2**20:.1f} MiB")
         for site in trace["sites"]:
-            print(f"  {site['size_diff'] / 1024:+9.1f} KiB {site['count_diff']:+7d} blocks  " + " <- ".join(site["frames"][:4]))
+            print(f"  {site['size_diff'] / 1024:+9.1f} KiB {site['count_diff']:+7d} blocks  " + " <- ".join(site["frames"][:6]))
         print("  object types grown: " + ", ".join(f"{t} {d:+d}" for t, d in trace["types"]))
 
 
@@ -259,7 +262,8 @@ def parser():
     p.add_argument("--without-seacache", action="store_true",
                    help="control: the same prompts with SeaCache Apply and Stats bypassed (ComfyUI's own retention)")
     p.add_argument("--trace-every", type=int, default=0,
-                   help="trace what the server retains (tracemalloc, object counts) at the end of warm-up and every N prompts after")
+                   help="trace what the server retains (tracemalloc, object counts) after Cosmos3 prompts from the end "
+                        "of warm-up, about every N prompts")
     return p
 
 

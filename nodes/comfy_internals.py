@@ -6,9 +6,9 @@ Each entry is a dotted path: a module attribute, or a class attribute (a method)
 ``#name`` names an attribute the instances carry: it cannot be read off the class, so the feature check skips it;
 tests/test_comfy_internals.py reads it off a real instance (the guider's, at run start). ``optional`` entries are
 feature-detected where they are used (their absence turns a feature off, or the node that needs them refuses on
-its own), so the check never refuses for them. The table in docs/comfyui-compatibility.md lists the same
-symbols with the ComfyUI versions read; the test checks that every ComfyUI name the pack's code imports or reads
-off a module is listed here.
+its own), so the check never refuses for them; ``newer`` ones belong to features ComfyUI 0.3.x lacks. The table in
+docs/comfyui-compatibility.md lists the same symbols with the ComfyUI versions read; the test checks that every
+ComfyUI name the pack's code imports or reads off a module is listed here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class Internal(NamedTuple):
     path: str
     why: str
     optional: bool = False
+    newer: bool = False  # a feature of ComfyUI 0.33 and later (absent from 0.3.x): always optional
 
 
 SEACACHE = "SeaCache"
@@ -53,7 +54,7 @@ INTERNALS: dict[str, tuple[Internal, ...]] = {
         Internal("comfy.ldm.wan.model.WanModel", "block-stack seam (else the diffusion-model seam)", optional=True),
         Internal("comfy.ldm.hunyuan_video.model.HunyuanVideo", "block-stack seam", optional=True),
         Internal("comfy.ldm.lightricks.model.LTXVModel", "block-stack seam", optional=True),
-        Internal("comfy.ldm.lightricks.av_model.LTXAVModel", "block-stack seam (LTX-2, newer ComfyUI)", optional=True),
+        Internal("comfy.ldm.lightricks.av_model.LTXAVModel", "block-stack seam (LTX-2, newer ComfyUI)", optional=True, newer=True),
         Internal("comfy.ldm.flux.model.Flux", "block-stack seam", optional=True),
         Internal("comfy.ldm.qwen_image.model.QwenImageTransformer2DModel", "block-stack seam", optional=True),
     ),
@@ -63,8 +64,8 @@ INTERNALS: dict[str, tuple[Internal, ...]] = {
         Internal("comfy.ldm.common_dit.rms_norm", "LTX-Video's first-block norm"),
         Internal("comfy.model_management.cast_to", "Wan's modulation table in the latent's dtype"),
         Internal("comfy.model_management.in_training", "LTX-Video's fused norm is used only outside training (read "
-                 "only where the fused kernel exists)", optional=True),
-        Internal("comfy.quant_ops.ck", "LTX-Video's fused norm kernel, used where the block uses it", optional=True),
+                 "only where the fused kernel exists)", optional=True, newer=True),
+        Internal("comfy.quant_ops.ck", "LTX-Video's fused norm kernel, used where the block uses it", optional=True, newer=True),
     ),
     COSMOS3: (
         Internal("comfy.model_base.BaseModel", "the Cosmos3 model is a ComfyUI model"),
@@ -98,11 +99,11 @@ INTERNALS: dict[str, tuple[Internal, ...]] = {
         Internal("folder_paths.models_dir", "the models/cosmos3 folder"),
         Internal("folder_paths.recursive_search", "checkpoint folders and files"),
         Internal("comfy.nested_tensor.NestedTensor", "video with sound (newer ComfyUI; the sound nodes refuse "
-                 "without it)", optional=True),
-        Internal("comfy.utils.pack_latents", "video with sound in one sampler latent", optional=True),
-        Internal("comfy.utils.unpack_latents", "video with sound in one sampler latent", optional=True),
-        Internal("comfy.model_patcher.CoreModelPatcher", "dynamic VRAM's patcher where ComfyUI has it", optional=True),
-        Internal("comfy.ops.repeat_kv_for_gqa", "attention takes enable_gqa where present", optional=True),
+                 "without it)", optional=True, newer=True),
+        Internal("comfy.utils.pack_latents", "video with sound in one sampler latent", optional=True, newer=True),
+        Internal("comfy.utils.unpack_latents", "video with sound in one sampler latent", optional=True, newer=True),
+        Internal("comfy.model_patcher.CoreModelPatcher", "dynamic VRAM's patcher where ComfyUI has it", optional=True, newer=True),
+        Internal("comfy.ops.repeat_kv_for_gqa", "attention takes enable_gqa where present", optional=True, newer=True),
     ),
 }
 

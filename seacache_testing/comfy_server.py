@@ -75,13 +75,13 @@ def trace(types):
     """Allocation sites (this probe's own left out) and object types grown since the previous traced probe; the
     first one starts tracing."""
     if not tracemalloc.is_tracing():
-        tracemalloc.start(8)
+        tracemalloc.start(12)
     snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__),
                                                           tracemalloc.Filter(False, __file__, all_frames=True)])
     sites, grown = [], []
     if previous:
         for stat in snapshot.compare_to(previous["snapshot"], "traceback")[:12]:
-            frames = [f"{{f.filename}}:{{f.lineno}}" for f in stat.traceback][:8]
+            frames = [f"{{f.filename}}:{{f.lineno}}" for f in reversed(stat.traceback)]  # the allocation first
             sites.append({{"size_diff": stat.size_diff, "count_diff": stat.count_diff, "frames": frames}})
         grown = sorted(((n - previous["types"].get(t, 0), t) for t, n in types.items()), reverse=True)[:15]
     previous.update(snapshot=snapshot, types=types)

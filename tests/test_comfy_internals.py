@@ -111,8 +111,9 @@ def instances(comfy, tiny):
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[entry.path for entry in ENTRIES])
 def test_symbol_is_where_the_pack_reads_it(comfy, instances, entry):
-    """Required symbols on every tested ComfyUI; optional ones (newer features, detected where used) from 0.33.0 on."""
-    if entry.optional and not newer_than_0_3(comfy):
+    """Every symbol on every tested ComfyUI, but those of features newer than 0.3.x (detected where used) only from
+    0.33.0 on."""
+    if entry.newer and not newer_than_0_3(comfy):
         pytest.skip(f"{entry.path} belongs to a feature newer than ComfyUI {comfy.version} (detected where used)")
     obj = INTERNALS.resolve(entry.path)
     if "#" in entry.path:
