@@ -102,7 +102,18 @@ class CastOps(TorchOps):
     Linear = CastLinear
 
 
-_SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
+def _sdpa_takes_enable_gqa() -> bool:
+    """Whether this torch's ``scaled_dot_product_attention`` takes ``enable_gqa`` (a feature, not a version, is
+    checked: builds and version strings vary)."""
+    q = torch.zeros(1, 2, 1, 4)
+    try:
+        F.scaled_dot_product_attention(q, q[:, :1], q[:, :1], enable_gqa=True)
+    except TypeError:
+        return False
+    return True
+
+
+_SDPA_HAS_GQA = _sdpa_takes_enable_gqa()
 
 
 def expand_kv_heads(k: torch.Tensor, q_heads: int) -> torch.Tensor:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The one command for a CUDA machine: the CUDA tests, the GPU benchmark at Cosmos3-Nano's dimensions, then the
-# pack's ComfyUI path end to end when ComfyUI is there. Everything goes into ONE results file (Markdown). Each stage
+# The one command for a CUDA machine: the CUDA tests, the pack through ComfyUI's own server at Cosmos3-Nano's size
+# when ComfyUI is there (benchmarks/comfyui_gpu.py: dynamic VRAM, a 24 GB card, fp8, compile), then the plain-torch
+# GPU benchmark with what is left of the budget. Everything goes into ONE results file (Markdown). Each stage
 # gets what is left of the time budget; a stage the budget cannot start is listed as skipped, and a stage the budget
 # runs out in is stopped (what it printed stays in the file). Needs only PyTorch (safetensors/numpy if present).
 #
@@ -8,6 +9,7 @@
 #   scripts/gpu_check.sh --smoke              # on the CPU in seconds: the same stages, tiny sizes (the suite runs it)
 #   options: --budget-s SECONDS  --out FILE (default gpu_check_results.md)  PYTHON=... picks the interpreter
 #   COMFYUI_PATH=/path/to/ComfyUI adds the ComfyUI stage (ComfyUI on the GPU unless --smoke)
+# On a bare GPU machine without ComfyUI, ../shared/tools/gpu-bundle.sh packs one into .gpu/ (its header has the command).
 #
 # Exit status: 0 when every stage that ran passed (skipped or budget-stopped stages do not fail it), else 1.
 set -uo pipefail
@@ -78,26 +80,30 @@ for name in ('safetensors', 'numpy', 'triton'):
 CUDA_TESTS=$(grep -l "pytest.mark.cuda" tests/test_*.py | tr '\n' ' ')
 if ((SMOKE)); then
     stage "CUDA tests (pytest -m cuda)" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
-    stage "GPU benchmark (bench_gpu.py --smoke)" 120 "$PY" -m benchmarks.bench_gpu --smoke
 else
     stage "CUDA tests (pytest -m cuda)" 180 "$PY" -m pytest -q -m cuda -p no:cacheprovider $CUDA_TESTS
-    # The benchmark skips (and lists) runs its warm-up estimates past its own budget; keep 30 s for the rest.
-    reserve=$([[ -n "${COMFYUI_PATH:-}" ]] && echo 90 || echo 30)
-    bench_budget=$(($(left) - reserve))
-    stage "GPU benchmark (bench_gpu.py, Nano dims, bf16 + fp8)" "$((bench_budget + 20))" \
-        "$PY" -m benchmarks.bench_gpu --budget-s "$bench_budget"
 fi
 
+# Through ComfyUI first (what users run); the plain-torch benchmark gets what is left.
 if [[ -n "${COMFYUI_PATH:-}" ]]; then
     if ((SMOKE)); then
-        stage "ComfyUI end to end (bench_seacache_e2e.py, tiny, CPU)" 120 \
-            "$PY" -m benchmarks.bench_seacache_e2e --preset tiny --steps 6 --repeats 1 --width 64 --height 64 --length 5
+        stage "ComfyUI server (comfyui_gpu.py --smoke: tiny, CPU)" 600 "$PY" -m benchmarks.comfyui_gpu --smoke
     else
-        stage "ComfyUI end to end (bench_seacache_e2e.py, medium, GPU)" 80 \
-            env COMFYUI_HARNESS_DEVICE=gpu "$PY" -m benchmarks.bench_seacache_e2e --preset medium --steps 20 --repeats 1
+        comfy_budget=$(($(left) - 30))
+        stage "ComfyUI server on the GPU (comfyui_gpu.py: Nano size, dynamic VRAM, a 24 GB card)" \
+            "$((comfy_budget + 25))" "$PY" -m benchmarks.comfyui_gpu --budget-s "$comfy_budget"
     fi
 else
-    printf '## ComfyUI end to end\nskipped: COMFYUI_PATH is not set (no ComfyUI here)\n\n' >>"$OUT"
+    printf '## ComfyUI server\nskipped: COMFYUI_PATH is not set (no ComfyUI here)\n\n' >>"$OUT"
+fi
+
+if ((SMOKE)); then
+    stage "GPU benchmark (bench_gpu.py --smoke)" 120 "$PY" -m benchmarks.bench_gpu --smoke
+else
+    # The benchmark skips (and lists) runs its warm-up estimates past its own budget.
+    bench_budget=$(($(left) - 20))
+    stage "GPU benchmark (bench_gpu.py, Nano dims, plain torch)" "$((bench_budget + 15))" \
+        "$PY" -m benchmarks.bench_gpu --budget-s "$bench_budget"
 fi
 
 printf 'total %s s of the %s s budget\n' "$(($(date +%s) - START))" "$BUDGET" >>"$OUT"

@@ -39,7 +39,7 @@ class Tiny:
         return self.ns.run_node("SeaCacheCosmos3EmptyLatentVideo", **{**SIZE, **size}, batch_size=batch_size).outputs[0]
 
     def seacache(self, model=None, node_id="7", **overrides):
-        return self.ns.run_node("SeaCacheApply", hidden={"UNIQUE_ID": node_id}, model=model or self.model, **{**APPLY_DEFAULTS, **overrides}).outputs[0]
+        return self.ns.run_node("SeaCacheApply", hidden={"UNIQUE_ID": node_id}, model=self.model if model is None else model, **{**APPLY_DEFAULTS, **overrides}).outputs[0]
 
     def sample(self, model, positive=None, negative=None, latent=None, steps=10, sampler="uni_pc_bh2", seed=3, cfg=6.0, shift=10.0):
         positive = positive if positive is not None else self.encode()

@@ -10,14 +10,15 @@
     <root>/modular_model_index.json (4-step presets: the distilled sigma schedule)
 
 Presets (see PRESETS): ``tiny`` (Nano layout; tests, seconds on a CPU), ``medium`` (benchmarks: large enough that
-the generator stack dominates a call, as in Cosmos3-Nano), and one tiny checkpoint per family member's layout and
+the generator stack dominates a call, as in Cosmos3-Nano), ``nano`` (Cosmos3-Nano's own dimensions, 27 GB of bf16
+drawn on ``--device``, with a full-size random VAE: the GPU benchmark through ComfyUI), and one tiny checkpoint per family member's layout and
 architecture: ``tiny-edge``, ``tiny-super``, ``tiny-t2i``, ``tiny-i2v``, ``tiny-t2i-4step``, ``tiny-i2v-4step``,
 ``tiny-bias``, ``tiny-sound`` (a ``sound_gen`` transformer with 8 sound latent channels) and ``tiny-sound-hop960``
 (the same, its audio VAE's ``hop_size`` 960 disagreeing with the transformer's 25 sound frames a second). Sizes, distilled sigmas and negative prompts are made up; layouts and switches follow the
 public checkpoints as far as they are documented. The transformer also carries ``lm_head``/``norm`` tensors like
 the official checkpoint, which the loader skips.
 
-    python -m seacache_testing.make_tiny_checkpoint OUT_DIR [--preset tiny|tiny-edge|...] [--seed 0]
+    python -m seacache_testing.make_tiny_checkpoint OUT_DIR [--preset tiny|tiny-edge|...] [--seed 0] [--device cuda]
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Preset:
     negative_prompt: bool = True  # write assets/negative_prompt.json
     distilled_sigmas: tuple = ()  # 4-step checkpoints: modular_model_index.json + FlowMatchEuler scheduler
     audio_hop_size: int | None = None  # sound presets: hop_size written into sound_tokenizer/config.json
+    full_size: bool = False  # weights drawn on the device, a full-size VAE (too large to build on a CPU quickly)
 
 
 EDGE_ARCHITECTURE = {"hidden_act": "relu2", "qk_norm_for_text": False, "use_und_k_norm_for_gen": True}
@@ -69,6 +71,7 @@ FOUR_STEP_SIGMAS = (1.0, 0.75, 0.5, 0.25)
 PRESETS = {
     "tiny": Preset(TINY_SIZES),
     "medium": Preset(MEDIUM_SIZES),
+    "nano": Preset({}, full_size=True),  # Cosmos3Config's defaults are Nano's dimensions
     "tiny-edge": Preset(TINY_SIZES, EDGE_ARCHITECTURE, weight_stem="model", tokenizer_at_root=True,
                         tokenizer_flavour="nemotron"),
     "tiny-super": Preset(TINY_SIZES, negative_prompt=False),
@@ -99,9 +102,23 @@ def random_transformer_state(config: Cosmos3Config, seed: int) -> dict[str, torc
             fan_in = tensor.shape[-1] if tensor.ndim > 1 else 1
             value = torch.randn(tensor.shape, generator=gen) / fan_in**0.5
         state[name] = value.to(torch.bfloat16 if config.hidden_size >= 512 else torch.float32).contiguous()
-    state["lm_head.weight"] = torch.zeros(config.vocab_size, config.hidden_size, dtype=state["proj_in.weight"].dtype)
-    state["norm.weight"] = torch.ones(config.hidden_size, dtype=state["proj_in.weight"].dtype)
+    return with_unused_lm_head(state, config)
+
+
+def with_unused_lm_head(state: dict[str, torch.Tensor], config: Cosmos3Config) -> dict[str, torch.Tensor]:
+    """``state`` plus the LM head and final norm the official checkpoint carries (the loader skips them)."""
+    like = state["proj_in.weight"]
+    state["lm_head.weight"] = torch.zeros(config.vocab_size, config.hidden_size, dtype=like.dtype, device=like.device)
+    state["norm.weight"] = torch.ones(config.hidden_size, dtype=like.dtype, device=like.device)
     return state
+
+
+def device_transformer_state(config: Cosmos3Config, seed: int, device) -> dict[str, torch.Tensor]:
+    """Random bf16 weights for every checkpoint key, drawn on ``device`` (``random_model``'s rule); the shards are
+    copied to the host one at a time when written."""
+    from .cosmos3_random_weights import random_model
+
+    return with_unused_lm_head(dict(random_model(config, torch.bfloat16, device, seed).state_dict()), config)
 
 
 def write_sharded(state: dict[str, torch.Tensor], folder: str, shards: int, stem: str = "diffusion_pytorch_model") -> None:
@@ -113,7 +130,7 @@ def write_sharded(state: dict[str, torch.Tensor], folder: str, shards: int, stem
     weight_map = {}
     for i in range(shards):
         name = f"{stem}-{i + 1:05d}-of-{shards:05d}.safetensors"
-        part = {k: state[k] for k in keys[i * per : (i + 1) * per]}
+        part = {k: state[k].contiguous().cpu() for k in keys[i * per : (i + 1) * per]}
         save_file(part, os.path.join(folder, name))
         weight_map.update({k: name for k in part})
     total = sum(t.numel() * t.element_size() for t in state.values())
@@ -128,12 +145,12 @@ def _write_json(path: str, payload) -> None:
 
 
 def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards: int = 2,
-                         transformer_weights: tuple[Cosmos3Config, dict] | None = None) -> str:
+                         transformer_weights: tuple[Cosmos3Config, dict] | None = None, device="cpu") -> str:
     """Write the whole checkpoint folder of ``preset`` at ``root`` and return it. ``transformer_weights`` (config,
     state dict) puts a trained transformer (the benchmarks' proxies) in the preset's layout instead of random
-    weights of the preset's sizes."""
+    weights of the preset's sizes. ``device``: where a full-size preset's weights are drawn."""
     from .tiny_tokenizer import write_tiny_tokenizer
-    from .tiny_vae import write_tiny_vae
+    from .tiny_vae import write_full_size_vae, write_tiny_vae
 
     if preset not in PRESETS:
         raise ValueError(f"Unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
@@ -141,8 +158,12 @@ def make_tiny_checkpoint(root: str, preset: str = "tiny", seed: int = 0, shards:
     config, state = transformer_weights or (Cosmos3Config(**spec.sizes, **spec.architecture), None)
     transformer = os.path.join(root, "transformer")
     _write_json(os.path.join(transformer, "config.json"), {"_class_name": "Cosmos3OmniTransformer", **config.to_dict()})
-    write_sharded(random_transformer_state(config, seed) if state is None else state, transformer, shards, spec.weight_stem)
-    write_tiny_vae(os.path.join(root, "vae"), seed=seed)
+    if state is None:
+        state = device_transformer_state(config, seed, device) if spec.full_size else random_transformer_state(config, seed)
+    write_sharded(state, transformer, max(shards, 8) if spec.full_size else shards, spec.weight_stem)
+    del state
+    (write_full_size_vae(os.path.join(root, "vae"), seed=seed, device=device) if spec.full_size
+     else write_tiny_vae(os.path.join(root, "vae"), seed=seed))
     if config.sound_gen:
         from .tiny_audio_vae import write_tiny_audio_vae
 
@@ -165,5 +186,6 @@ if __name__ == "__main__":
     parser.add_argument("out_dir")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="where the nano preset's weights are drawn (cuda on a GPU)")
     args = parser.parse_args()
-    print(make_tiny_checkpoint(args.out_dir, args.preset, args.seed))
+    print(make_tiny_checkpoint(args.out_dir, args.preset, args.seed, device=args.device))

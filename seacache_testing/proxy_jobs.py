@@ -150,7 +150,7 @@ class SoundJob(Job):
 
     def sample(self, p: int, stack=None, model=None):
         label, seed = self.pair(p)
-        return proxy.sample_av(model or self.model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
+        return proxy.sample_av(self.model if model is None else model, label, seed, steps=self.steps, shift=self.shift, stack=stack,
                                data=self.data)
 
     def run(self, p: int, gate: str, order: int, setting: float):

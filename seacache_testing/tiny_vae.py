@@ -121,6 +121,39 @@ def write_tiny_vae(folder: str | os.PathLike, seed: int = 0,
     return folder
 
 
+def write_full_size_vae(folder: str | os.PathLike, seed: int = 0, device="cpu") -> str:
+    """Write a random VAE of the real Wan2.2 / Cosmos3 size (``WAN22_DIFFUSERS_CONFIG``, about 705M parameters,
+    bf16) into ``folder``, drawn on ``device`` without building the model (its key names and shapes come from
+    the model on the meta device), so that a benchmark decodes at the real cost. Gains near 1, small biases,
+    weights with variance 1/fan_in so activations stay finite through the decoder."""
+    import json
+    import math
+
+    import torch
+    from diffusers import AutoencoderKLWan
+    from safetensors.torch import save_file
+
+    with torch.device("meta"):
+        shapes = {name: t.shape for name, t in AutoencoderKLWan(**WAN22_DIFFUSERS_CONFIG).state_dict().items()}
+    gen = torch.Generator(device=device).manual_seed(seed)
+    state = {}
+    for name, shape in shapes.items():
+        value = torch.randn(shape, generator=gen, device=device)
+        if name.endswith("gamma") or "norm" in name:
+            value = 1.0 + 0.1 * value
+        elif name.endswith("bias"):
+            value = 0.02 * value
+        else:
+            value = value / math.sqrt(math.prod(shape[1:]) if len(shape) > 1 else 1)
+        state[name] = value.to(torch.bfloat16).cpu()
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    save_file(state, os.path.join(folder, "diffusion_pytorch_model.safetensors"))
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump({"_class_name": "AutoencoderKLWan", **WAN22_DIFFUSERS_CONFIG}, f, indent=1)
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")

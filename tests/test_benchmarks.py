@@ -142,7 +142,7 @@ def test_gpu_check_smoke_writes_one_results_file(tmp_path):
     run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)])
     text = results.read_text()
     assert text.startswith("# SeaCache GPU check") and "smoke mode" in text
-    for stage in ("## environment", "## CUDA tests (pytest -m cuda)", "## GPU benchmark", "## ComfyUI end to end"):
+    for stage in ("## environment", "## CUDA tests (pytest -m cuda)", "## GPU benchmark", "## ComfyUI server"):
         assert stage in text
     assert BENCH_TABLE in text and "**FAILED**" not in text and "total " in text
 
@@ -176,12 +176,36 @@ def test_bench_seacache_e2e_core_models_smoke(comfyui_path, model):
     assert f"model: {model}" in out and "measured speedup" in out and "timeline: F" in out
 
 
-def test_gpu_check_smoke_runs_the_comfyui_stage(comfyui_path, tmp_path):
+def table_rows(text: str, servers=("1", "2", "3")) -> dict[tuple[str, str], list[str]]:
+    """The rows of comfyui_gpu's table by (server, run): their cells."""
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip() in servers]
+    return {(cells[0], cells[1]): cells for cells in rows}
+
+
+def test_gpu_check_smoke_runs_the_comfyui_server_stage(comfyui_path, tmp_path):
+    """The GPU check's ComfyUI stage on the CPU: three real ComfyUI servers (main.py), the T2V example workflow queued
+    over HTTP, every run of the GPU plan but the compiled one, a row each with its figures."""
     results = tmp_path / "results.md"
-    run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)], comfyui=True)
+    run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(results)], comfyui=True, timeout=900)
     text = results.read_text()
-    assert "## ComfyUI end to end (bench_seacache_e2e.py, tiny, CPU)" in text and "**FAILED**" not in text
-    assert "measured speedup" in text
+    assert "## ComfyUI server (comfyui_gpu.py --smoke: tiny, CPU)" in text and "**FAILED**" not in text
+    rows = table_rows(text)
+    assert len(rows) == 12 and ("3", "defaults bf16 compiled") not in rows
+    has_dynamic = (Path(comfyui_path) / "comfy" / "memory_management.py").is_file()
+    for (server, name), cells in rows.items():
+        dynamic, card, sampling, decode, steps_2_n, speedup, summary = (cells[2], cells[3], cells[7], cells[8],
+                                                                        cells[10], cells[11], cells[14])
+        assert float(sampling) > 0 and float(steps_2_n) > 0, cells
+        assert (decode == "-") == ("(no decode)" in cells[5]), cells
+        assert card == ("whole device" if server == "3" else "24 GB")
+        assert dynamic == ("off" if not has_dynamic or server == "2" else "on"), cells
+        if name.startswith("uncached"):
+            assert summary == "uncached" and speedup == "- / 1.00x"
+        else:
+            assert summary.startswith("SeaCache: ") and " calls, " in summary, cells
+    assert re.search(r"SeaCache: 6 calls, 2 ran the stack, 4 reused", rows[("1", "speedup 3 fp8")][14])
+    assert rows[("1", "speedup 3 fp8")][11].endswith("/ 3.00x")
 
 
 def test_composition_table_prints_every_case(comfyui_path):

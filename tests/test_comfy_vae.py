@@ -246,3 +246,16 @@ def test_standard_shapes_take_comfys_own_path(comfy, vae_mod, tiny_mod, monkeypa
     with pytest.raises(_Stop):
         vae_mod.build_comfy_vae(converted)
     assert len(calls) == 1 and calls[0] is converted
+
+
+def test_full_size_random_vae_loads_with_the_real_dimensions_and_decodes(comfy, vae_mod, tmp_path):
+    """The GPU check's VAE (``tiny_vae.write_full_size_vae``): the real Wan2.2 widths, loaded by the pack's loader,
+    decodes a latent to finite pixels, so the GPU stage decodes at the real cost."""
+    folder = tiny_vae.write_full_size_vae(tmp_path / "vae")
+    vae = vae_mod.load_cosmos3_vae(folder)
+    model = vae.first_stage_model
+    assert model.dim == 160 and model.z_dim == 48
+    assert model.decoder.conv1.weight.shape[0] == 256 * 4  # the real decoder base width x dim_mult[-1]
+    assert 700e6 < sum(p.numel() for p in model.parameters()) < 710e6
+    pixels = vae.decode(_normalised_latent(shape=(1, 48, 1, 2, 2)))
+    assert pixels.shape[-1] == 3 and pixels.shape[-3:-1] == (32, 32) and torch.isfinite(pixels).all()

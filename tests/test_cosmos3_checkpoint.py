@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from cosmos3 import Cosmos3Transformer, expected_tensors, load_weights, read_config, shard_files, tensor_shapes
+from cosmos3 import Cosmos3Config, Cosmos3Transformer, expected_tensors, load_weights, read_config, shard_files, tensor_shapes
 from cosmos3.checkpoint import (
     infer_config,
     read_distilled_schedule,
@@ -14,7 +14,8 @@ from cosmos3.checkpoint import (
     tokenizer_folder,
 )
 
-from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
+from seacache_testing.make_tiny_checkpoint import (PRESETS, device_transformer_state, make_tiny_checkpoint,
+                                                  random_transformer_state)
 
 
 @pytest.fixture(scope="module")
@@ -277,3 +278,17 @@ def test_video_only_config_skips_sound_weights(tmp_path):
     video_only = type(config)(**{**config.to_dict(), "sound_gen": False, "sound_dim": None})
     counts = load_weights(Cosmos3Transformer(video_only).eval(), shard_files(root))
     assert counts["skipped"] == 2 + 5 and counts["unexpected"] == 0
+
+
+def test_device_drawn_weights_have_every_checkpoint_key():
+    """The nano preset's weights (drawn on the GPU check's device) have exactly the keys, shapes and the bf16 storage
+    of the checkpoint the tiny presets write, shown at tiny sizes on the CPU; nano itself is Cosmos3-Nano's config."""
+    config = Cosmos3Config(**PRESETS["tiny"].sizes)
+    drawn, written = device_transformer_state(config, 0, "cpu"), random_transformer_state(config, 0)
+    assert {k: v.shape for k, v in drawn.items()} == {k: v.shape for k, v in written.items()}
+    assert {v.dtype for k, v in drawn.items() if k.startswith("layers.")} == {torch.bfloat16}
+    for name, value in drawn.items():  # random at the writer's scale, not left at an initial value
+        if value.ndim == 2 and name != "lm_head.weight":
+            assert abs(value.float().std().item() * value.shape[-1] ** 0.5 - 1) < 0.2, name
+    nano = Cosmos3Config(**PRESETS["nano"].sizes)
+    assert (nano.hidden_size, nano.num_hidden_layers, nano.intermediate_size, nano.vocab_size) == (4096, 36, 12288, 151936)

@@ -64,7 +64,7 @@ def sample(model, noise, tokens, dtype, session=None, call=None, steps=STEPS):
     sigmas = reference_sigmas(steps, 5.0)
     model.call_gen_stack = Host(model, session)
     options = {TEXT_KV_CACHE_KEY: TextKVCache()}
-    call = call or model
+    call = model if call is None else call
     x = noise.clone()
     try:
         with torch.no_grad():
