@@ -20,16 +20,14 @@ import sys
 from pathlib import Path
 
 from seacache_testing import server_bypass as sb
-from seacache_testing.comfy_server import outcome
+from seacache_testing.comfyui_server import comfyui_version, retention
 
 SEACACHE_CLASSES = ("SamplingRun", "SeaCacheRun", "Call", "SeaCacheSettings")
 
 
 def measure(srv, prompt: dict, rows: dict, name: str) -> None:
-    entry = srv.run(prompt, timeout=1800)
-    if outcome(entry) != "success":
-        raise RuntimeError(f"{name} did not succeed: {entry['status']}")
-    probe = srv.probe()
+    entry = sb.run(srv, prompt)
+    probe = retention(srv)
     rows.setdefault(name, []).append(dict(
         seconds=sb.wall_seconds(entry), ran=sb.ran_sampler(prompt, entry), rss=probe["rss"] / 2**20,
         tensors=probe["tensors"], seacache=sum(probe["pack_objects"].get(c, 0) for c in SEACACHE_CLASSES),
@@ -37,11 +35,10 @@ def measure(srv, prompt: dict, rows: dict, name: str) -> None:
 
 
 def run(args) -> dict:
-    srv = sb.start_server(Path(args.comfyui), args.python)
+    srv = sb.start_server(Path(args.comfyui), args.python, timeout=args.startup_timeout)
     rows: dict = {}
+    object_info = srv.object_info
     try:
-        srv.wait_ready(args.startup_timeout)
-        object_info = srv.call("/object_info")
         for repeat in range(args.repeats):
             variants = {name: sb.t2v_variants(object_info, seed=repeat, steps=args.steps)[name] for name in sb.VARIANTS}
             for k, name in enumerate(("never", "bypassed", "deleted")):
@@ -51,7 +48,7 @@ def run(args) -> dict:
     finally:
         srv.stop()
         shutil.rmtree(srv.base, ignore_errors=True)
-    print(f"ComfyUI {srv.version}: T2V example, tiny Cosmos3, {args.steps} steps, {args.repeats} repeats")
+    print(f"ComfyUI {comfyui_version(args.comfyui)}: T2V example, tiny Cosmos3, {args.steps} steps, {args.repeats} repeats")
     print("| variant | median s | vs never | sampler ran | RSS MiB (median) | live tensors (median) | SeaCache run objects | MODELs with SeaCache |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     never = statistics.median(r["seconds"] for r in rows["never"])

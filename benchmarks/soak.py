@@ -4,8 +4,8 @@ latents) and a tiny core model (Wan 2.1 / Flux) with two samplers fed by one Sea
 samplers, batch sizes, sizes, interrupts (/interrupt) and cancels (deleted from the queue).
 
 After every prompt it samples the server's RSS, its count of live torch tensors and of live objects of the pack's
-classes through the test probe (``seacache_testing.comfy_server``, a custom node written into the temp dir, not part
-of the pack). It prints the curve and checks: every prompt ends in success, interrupted or cancelled; after warm-up
+classes through the probe (``seacache_testing/server_probe``, a custom node linked into the temp dir, not one of the
+pack's nodes). It prints the curve and checks: every prompt ends in success, interrupted or cancelled; after warm-up
 the RSS and tensor count stay flat within the stated bounds; each SeaCache Stats node shows the report of the
 sampler it follows (its step count). ``--without-seacache`` queues the same prompts with SeaCache Apply and Stats
 bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server retained between
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from seacache_testing.api_prompts import without_seacache
-from seacache_testing.comfy_server import ComfyServer, outcome, prepare_base
+from seacache_testing.comfyui_server import ComfyServer, comfyui_version, outcome, retention, with_pack_and_probe
 
 PACK_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = PACK_ROOT / "tests" / "fixtures" / "api_1_0_0" / "api"
@@ -39,10 +39,10 @@ GATES = ["sea same-sigma", "sea"]
 
 
 def prepare(base: Path):
-    """Temp layout (``comfy_server.prepare_base``) plus the tiny Cosmos3 checkpoints in models/diffusion_models."""
+    """Temp layout (``comfyui_server.with_pack_and_probe``) plus the tiny Cosmos3 checkpoints."""
     from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
-    models = prepare_base(base)
+    models = with_pack_and_probe(base)
     make_tiny_checkpoint(str(models / "tiny-cosmos3"))
     make_tiny_checkpoint(str(models / "tiny-cosmos3-sound"), "tiny-sound")
 
@@ -137,8 +137,8 @@ def one_prompt(srv: ComfyServer, args, rng, i: int, version: str, kinds: list, p
     sent = without_seacache(prompt, srv.object_info) if args.without_seacache else prompt
     if action == "cancel":  # queue a blocker, then the prompt, and delete the prompt while it waits
         blocker = core_prompt(rng)[0]
-        blocker_id = srv.queue(without_seacache(blocker, srv.object_info) if args.without_seacache else blocker)
-    prompt_id = srv.queue(sent)
+        blocker_id = srv.queue(without_seacache(blocker, srv.object_info) if args.without_seacache else blocker, "soak")
+    prompt_id = srv.queue(sent, "soak")
     if action == "cancel":
         srv.call("/queue", {"delete": [prompt_id]})
         srv.wait_done(blocker_id, args.prompt_timeout)
@@ -157,16 +157,17 @@ def run(args) -> dict:
     srv = None
     try:
         prepare(base)
-        srv = ComfyServer(comfyui, args.python, base)
-        srv.wait_ready(args.startup_timeout)
-        srv.object_info = srv.call("/object_info")
+        srv = ComfyServer(comfyui, args.python, base, env={"OMP_NUM_THREADS": "1"})
+        srv.wait_ready("/seacache_probe/retention", args.startup_timeout)
+        srv.object_info = srv.call("/object_info", timeout=120)
+        version = comfyui_version(comfyui)
         kinds = ["cosmos3", "core"] + (["sound"] if sound else [])
         samples, outcomes, wrong_reports, checked, previous, traces = [], {}, [], 0, None, []
         for i in range(args.soak):
             if time.time() - started > args.max_seconds:
                 print(f"time bound {args.max_seconds}s reached after {i} prompts")
                 break
-            kind, action, prompt, expected, entry = one_prompt(srv, args, rng, i, srv.version, kinds, previous)
+            kind, action, prompt, expected, entry = one_prompt(srv, args, rng, i, version, kinds, previous)
             result = outcome(entry)
             previous = (kind, prompt, expected, result)
             outcomes[result] = outcomes.get(result, 0) + 1
@@ -181,7 +182,7 @@ def run(args) -> dict:
                 print(f"prompt {i} ({kind}) failed: {json.dumps(messages)[:2000]}")
             group = ("core" if kind == "retune" else kind) if result == "success" and action != "cancel" else None
             traced = args.trace_every and i + 1 >= args.warmup and group == "cosmos3"  # compared after one kind
-            probe = srv.probe(trace=bool(traced) and len(traces) < 1 + (i + 1 - args.warmup) // args.trace_every)
+            probe = retention(srv, trace=bool(traced) and len(traces) < 1 + (i + 1 - args.warmup) // args.trace_every)
             if "trace" in probe:
                 traces.append((i + 1, probe["trace"]))
             samples.append((i + 1, probe["rss"], probe["tensors"], group))  # group: what the server last finished
@@ -189,7 +190,7 @@ def run(args) -> dict:
                   f"tensors {probe['tensors']:6d}  pack objects {sum(probe['pack_objects'].values()):5d}  "
                   f"t {time.time() - started:6.0f}s", flush=True)
         print_traces(traces)
-        return summarize(args, samples, outcomes, wrong_reports, checked, srv.version)
+        return summarize(args, samples, outcomes, wrong_reports, checked, version)
     finally:
         if srv is not None:
             srv.stop()

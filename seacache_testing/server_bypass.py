@@ -2,7 +2,7 @@
 active, bypassed (mode 4), deleted, and as a graph that never had SeaCache; what each queued prompt sampled and
 what the server holds afterwards. Shared by tests/test_comfy_server_bypass.py and benchmarks/bypass_cost.py.
 
-The workflow is converted to its API prompt from the server's ``/object_info`` (what the frontend reads), sized to
+The workflow is converted to its API prompt from the server's ``/object_info`` (as the frontend does), sized to
 the tiny Cosmos3 checkpoint (``workflow_cases.overrides``), and gets a ``SaveLatent`` node on the latent the decoder
 reads, so the sampled latent can be compared bit for bit (the saved video's container carries the prompt).
 
@@ -21,31 +21,39 @@ from types import SimpleNamespace
 from . import workflow_cases
 from . import workflow_runner as wr
 from .api_prompts import bypass_node, connect, delete_node, without_seacache
-from .comfy_server import ComfyServer, cached_nodes, outcome, prepare_base
+from .comfyui_server import ComfyServer, cached_nodes, outcome, retention, run_prompt, with_pack_and_probe
 from .make_tiny_checkpoint import make_tiny_checkpoint
 
 SAVE_LATENT = "9001"
 VARIANTS = ("never", "active", "bypassed", "deleted")
 
 
-class ObjectInfoNodes:
-    """What :func:`workflow_runner.to_api_prompt` asks of a session (``node(type).INPUT_TYPES()``), answered from the
-    server's /object_info."""
-
-    def __init__(self, object_info: dict):
-        self.object_info = object_info
-
-    def node(self, class_type: str):
-        inputs = self.object_info[class_type]["input"]
-        return SimpleNamespace(INPUT_TYPES=lambda: inputs)
-
-
-def start_server(comfyui: Path, python: str, base: Path | None = None) -> ComfyServer:
-    """A server with the pack, the probe and the tiny Cosmos3 checkpoint the overrides name (not yet ready)."""
+def start_server(comfyui: Path, python: str, base: Path | None = None, timeout: float = 300.0) -> ComfyServer:
+    """A ready server with the pack, the probe and the tiny Cosmos3 checkpoint the overrides name; its
+    ``object_info`` read."""
     base = Path(base or tempfile.mkdtemp(prefix="seacache_bypass_"))
-    models = prepare_base(base)
+    models = with_pack_and_probe(base)
     make_tiny_checkpoint(str(models / workflow_cases.TINY_NAME))
-    return ComfyServer(comfyui, python, base)
+    srv = ComfyServer(comfyui, python, base, env={"OMP_NUM_THREADS": "1"})
+    try:
+        srv.wait_ready("/seacache_probe/retention", timeout)
+        srv.object_info = srv.call("/object_info", timeout=120)
+    except BaseException:
+        srv.stop()
+        raise
+    return srv
+
+
+def log_text(srv: ComfyServer) -> str:
+    return (srv.base / "server.log").read_text(errors="replace")
+
+
+def run(srv: ComfyServer, prompt: dict) -> dict:
+    """The history entry of ``prompt``, which must succeed."""
+    entry = run_prompt(srv, prompt, timeout=1800)
+    if outcome(entry) != "success":
+        raise AssertionError(f"the prompt did not succeed: {entry['status'] if entry else 'cancelled'}")
+    return entry
 
 
 def t2v_variants(object_info: dict, seed: int = 0, steps: int = workflow_cases.STEPS, threshold: float = 0.8) -> dict:
@@ -56,7 +64,8 @@ def t2v_variants(object_info: dict, seed: int = 0, steps: int = workflow_cases.S
     overrides = workflow_cases.overrides({("SeaCacheApply", "threshold"): threshold, ("RandomNoise", "noise_seed"): seed,
                                           ("SeaCacheCosmos3Scheduler", "steps"): steps})
     workflow = wr.load_workflow(wr.WORKFLOWS_DIR / workflow_cases.T2V)
-    active = wr.to_api_prompt(ObjectInfoNodes(object_info), workflow, overrides)
+    nodes = SimpleNamespace(node=lambda kind: SimpleNamespace(INPUT_TYPES=lambda: object_info[kind]["input"]))
+    active = wr.to_api_prompt(nodes, workflow, overrides)
     (decode,) = [k for k, e in active.items() if e["class_type"] == "VAEDecode"]
     active[SAVE_LATENT] = {"class_type": "SaveLatent", "inputs": {"samples": active[decode]["inputs"]["samples"],
                                                                    "filename_prefix": "latents/seacache_bypass"}}
@@ -98,9 +107,9 @@ def wall_seconds(entry: dict) -> float:
 def interrupt_while_sampling(srv: ComfyServer, prompt: dict, timeout: float = 600.0) -> dict:
     """Queue ``prompt`` (SeaCache active), wait until the server holds a live sampling run, press Cancel
     (POST /interrupt) and return the prompt's history entry."""
-    prompt_id = srv.queue(prompt)
+    prompt_id = srv.queue(prompt, "seacache-test")
     end = time.time() + timeout
-    while srv.probe()["pack_objects"].get("SamplingRun", 0) == 0:
+    while retention(srv)["pack_objects"].get("SamplingRun", 0) == 0:
         if time.time() > end:
             raise TimeoutError("the sampling run never started")
         time.sleep(0.05)

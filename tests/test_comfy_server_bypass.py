@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from seacache_testing import server_bypass as sb
-from seacache_testing.comfy_server import outcome
+from seacache_testing.comfyui_server import retention
+from seacache_testing.server_bypass import run
 
 NOT_APPLIED = ("SeaCache: not applied (no SeaCache Apply on this MODEL: bypassed, removed or not connected); "
                "the latent passed through unchanged.")
@@ -30,18 +31,8 @@ def server(tmp_path_factory):
         pytest.skip("COMFYUI_PATH is not set (or has no main.py): this test starts that ComfyUI's server")
     pytest.importorskip("diffusers")
     srv = sb.start_server(Path(comfyui), sys.executable, tmp_path_factory.mktemp("server"))  # ComfyUI's python
-    try:
-        srv.wait_ready(300)
-        srv.object_info = srv.call("/object_info")
-        yield srv
-    finally:
-        srv.stop()
-
-
-def run(srv, prompt: dict) -> dict:
-    entry = srv.run(prompt, timeout=900)
-    assert outcome(entry) == "success", entry["status"]
-    return entry
+    yield srv
+    srv.stop()
 
 
 def check_no_trace(srv, prompt: dict, reference: torch.Tensor, clean: dict) -> None:
@@ -52,7 +43,7 @@ def check_no_trace(srv, prompt: dict, reference: torch.Tensor, clean: dict) -> N
     assert torch.equal(sb.saved_latent(srv, entry), reference)
     (stats,) = [k for k, e in prompt.items() if e["class_type"] == "SeaCacheStats"]
     assert entry["outputs"][stats]["seacache"][0]["note"] == NOT_APPLIED
-    probe = srv.probe()
+    probe = retention(srv)
     assert probe["seacache_models"] == 0 and not SEACACHE_CLASSES & set(probe["pack_objects"])
     assert probe["pack_objects"] == {**clean["pack_objects"], "SeaCacheStats": 1}  # the node, in ComfyUI's object cache
     assert probe["tensors"] == clean["tensors"] + 1  # Stats' chart IMAGE, cached with the prompt's outputs
@@ -66,13 +57,13 @@ def test_bypass_and_removal_leave_no_trace_also_after_an_interrupt(server):
                           server.object_info) == variants["bypassed"]
 
     reference = sb.saved_latent(server, run(server, variants["never"]))
-    clean = server.probe()
+    clean = retention(server)
     active = run(server, variants["active"])
     (stats,) = [k for k, e in variants["active"].items() if e["class_type"] == "SeaCacheStats"]
     report = active["outputs"][stats]["seacache"][0]
     assert report["status"] == "completed" and report["reused"] > 0
     assert not torch.equal(sb.saved_latent(server, active), reference)  # SeaCache did change this run
-    assert server.probe()["seacache_models"] >= 1  # Apply's MODEL, cached with the prompt's outputs
+    assert retention(server)["seacache_models"] >= 1  # Apply's MODEL, cached with the prompt's outputs
 
     check_no_trace(server, variants["bypassed"], reference, clean)
     run(server, sb.t2v_variants(server.object_info, threshold=0.81)["active"])  # samples something else in between
@@ -80,7 +71,7 @@ def test_bypass_and_removal_leave_no_trace_also_after_an_interrupt(server):
 
     interrupted = sb.t2v_variants(server.object_info, steps=300, threshold=0.82)["active"]
     sb.interrupt_while_sampling(server, interrupted)
-    assert server.probe()["pack_objects"].get("SamplingRun", 0) == 0  # the interrupted run freed its state
-    log = server.log_path.read_text()
+    assert retention(server)["pack_objects"].get("SamplingRun", 0) == 0  # the interrupted run freed its state
+    log = sb.log_text(server)
     assert "SeaCache: interrupted run of Cosmos3" in log and "SeaCache: failed run" not in log
     check_no_trace(server, variants["bypassed"], reference, clean)
