@@ -10,6 +10,10 @@ COMPUTED = "computed"
 REUSED = "reused"
 FORCED = "forced"
 _LETTERS = {FORCED: "F", COMPUTED: "C", REUSED: "R"}
+_SCHEDULE_ENDS = ("warmup", "end", "no_history")  # what the schedule alone forces: its first steps (a branch's first
+# step has no history where warmup_steps is 0) and its last
+_WHY_COMPUTED = {"threshold": "reached the threshold (a higher threshold reuses more)",
+                 "window": "lay outside the reuse window (start_percent / end_percent)"}
 
 
 @dataclass
@@ -78,7 +82,8 @@ class RunStats:
         }
 
     def summary(self) -> str:
-        """A few lines for a log or a node's text output: counts, speedup, forced reasons and a timeline."""
+        """A few lines for a log or a node's text output: counts, speedup, forced reasons, a timeline and, when the
+        run reused nothing, why not."""
         forced = Counter(r.reason for r in self.records if r.decision == FORCED)
         lines = [
             f"SeaCache: {self.calls} calls, {self.ran} ran the stack, {self.reused} reused, "
@@ -87,4 +92,27 @@ class RunStats:
             "timeline (F forced, C computed, R reused): "
             + " ".join(_LETTERS[r.decision] for r in self.records),
         ]
+        if self.calls and not self.reused:
+            lines.append("reused nothing: " + self.nothing_reused_because())
         return "\n".join(lines)
+
+    def nothing_reused_because(self) -> str:
+        """Why a run that reused nothing did not: the schedule's ends left no step free, or what made the steps
+        between them compute (each step counted once, by its first evaluation)."""
+        steps = sorted({r.step for r in self.records if r.step is not None})
+        free: dict[int, str] = {}
+        for r in self.records:
+            if r.step is not None and r.reason not in _SCHEDULE_ENDS:
+                free.setdefault(r.step, r.reason)
+        if not free:
+            return f"{len(steps)} steps leave no step between the warm-up and the final steps"
+        counts = Counter(free.values())
+        if len(counts) == 1:
+            steps_free = {1: "the step", 2: "both steps"}.get(len(free), f"all {len(free)} steps")
+            return f"{steps_free} free to reuse {_why_computed(next(iter(counts)))}"
+        return f"of the {len(free)} steps free to reuse, " + ", ".join(
+            f"{n} {_why_computed(reason)}" for reason, n in counts.most_common())
+
+
+def _why_computed(reason: str | None) -> str:
+    return _WHY_COMPUTED.get(reason, f"computed ({reason})")

@@ -119,12 +119,13 @@ def missing(name: str) -> str | None:
     return None
 
 
-def build(name: str, seed: int = 0, medium: bool = False):
-    """A ModelPatcher holding the tiny (or medium) model ``name`` of :data:`SPECS`, on the CPU in float32."""
+def build(name: str | TinySpec, seed: int = 0, medium: bool = False):
+    """A ModelPatcher holding the tiny (or medium) model ``name`` of :data:`SPECS` (or the spec ``name`` itself), on
+    the CPU in float32."""
     import comfy.model_patcher
     import comfy.supported_models
 
-    spec = MEDIUM[name] if medium else {**SPECS, **CONTROL_SPECS}[name]
+    spec = name if isinstance(name, TinySpec) else MEDIUM[name] if medium else {**SPECS, **CONTROL_SPECS}[name]
     module, class_name = spec.model_class
     unet = accepted_arguments(spec.unet, getattr(importlib.import_module(module), class_name))
     config = getattr(comfy.supported_models, spec.config)(unet)

@@ -208,6 +208,12 @@ def test_gpu_check_smoke_runs_the_comfyui_server_stage(comfyui_path, tmp_path):
     assert rows[("1", "speedup 3 fp8")][11].endswith("/ 3.00x")
 
 
+def test_bench_few_steps_smoke(comfyui_path):
+    out = bench("bench_few_steps", "--smoke", comfyui=True)
+    assert "| Wan 2.1 natural | shift 5 | 4 |" in out and "| Cosmos3 natural | 4-step distilled | 4 |" in out
+    assert "SeaCache Stats' line where a run reused nothing:" in out
+
+
 def test_composition_table_prints_every_case(comfyui_path):
     out = bench("composition_table", comfyui=True)
     assert "| case (tiny Wan 2.1, CFG 5) | steps | threshold 0 bit-identical | error vs graph without SeaCache |" in out

@@ -98,6 +98,10 @@ class BlockPatch:
         """The block, through the other node's patch when there is one."""
         return extra["original_block"](args) if self.inner is None else self.inner(args, extra)
 
+    # Never traced by torch.compile (the block it runs still is): a compile that ignores changes to
+    # transformer_options (KJNodes' TorchCompileModelAdvanced filters out those guards) would otherwise replay
+    # one call's verdict on later calls, from inside the model.
+    @torch.compiler.disable(recursive=False)
     def __call__(self, args: dict, extra: dict) -> dict:
         options = args.get("transformer_options") or {}
         call: SeamCall | None = options.get(CALL_OPTION)

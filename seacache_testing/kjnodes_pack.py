@@ -1,0 +1,226 @@
+"""kijai/ComfyUI-KJNodes, the model-patch nodes users chain with a step cache, for integration tests: where the pack
+is, how ComfyUI loads it, CPU stand-ins for the CUDA kernels its attention patches call, and the graphs users build
+with each patch before and after SeaCache Apply.
+
+The pack is never part of this repository. Its folder is ``$ECOSYSTEM_PACKS_PATH/ComfyUI-KJNodes`` (the folder the
+other ecosystem packs share) or ``<ComfyUI>/custom_nodes/ComfyUI-KJNodes``; tests skip, naming the pack and the
+commit tested, when neither exists.
+
+Loading: the pack's LTXV module reads ``server.PromptServer.instance`` at import (ComfyUI's running server has
+one; a headless session has none) and its ``__init__`` adds a static route when the server's router is not frozen.
+:func:`load_pack` loads it with ComfyUI's own loader while a stand-in server with a frozen router is in place, so
+those nodes register as on a real server and no route is added.
+
+CUDA kernels: the attention patches run the pack's own code (its node, its override or forward functions); only
+the kernel they end in is replaced by a counting stand-in computing the same attention with torch SDPA:
+``sageattention.sageattn`` (mirrors SageAttention 2.2.0's ``sageattn(q, k, v, tensor_layout, is_causal,
+attn_mask)``), ``flash_attn.flash_attn_func`` (mirrors flash-attn 2.x's ``flash_attn_func(q, k, v, dropout_p,
+causal)``, NHD layout) and the pack's own ``_sageattn_int8_fp8_nhd`` (its INT8/FP8 quantized kernel call, NHD in and
+out) with the ``_cuda_archs`` gate its memory-efficient Sage nodes check.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+PACKS_ENV = "ECOSYSTEM_PACKS_PATH"
+PACK_FOLDER = "ComfyUI-KJNodes"
+SOURCE = "kijai/ComfyUI-KJNodes"
+TESTED_COMMIT = "3f20054214fec9f9234fd3841ae6f1e4287948f6"
+
+
+def pack_path(comfy) -> Path:
+    """The pack's folder, or skip the calling test naming the pack, its commit and where it was looked for."""
+    import pytest
+
+    root = os.environ.get(PACKS_ENV, "").strip()
+    path = Path(root) / PACK_FOLDER if root else Path(comfy.path) / "custom_nodes" / PACK_FOLDER
+    if not (path / "nodes" / "model_optimization_nodes.py").is_file():
+        pytest.skip(f"{SOURCE} (tested at {TESTED_COMMIT}) was not found at {path}: set {PACKS_ENV} to the folder "
+                    f"holding {PACK_FOLDER}, or place it in ComfyUI's custom_nodes")
+    return path
+
+
+@contextmanager
+def headless_server():
+    """A stand-in ``PromptServer.instance`` with a frozen router (no route is added) that drops messages, in place
+    inside the block only when ComfyUI has none."""
+    import server
+
+    if "instance" in vars(server.PromptServer):
+        yield server.PromptServer.instance
+        return
+    router = types.SimpleNamespace(frozen=True)
+    server.PromptServer.instance = types.SimpleNamespace(
+        app=types.SimpleNamespace(router=router), client_id=None, last_node_id=None,
+        send_sync=lambda *args, **kwargs: None, send_progress_text=lambda *args, **kwargs: None)
+    try:
+        yield server.PromptServer.instance
+    finally:
+        del server.PromptServer.instance
+
+
+def load_pack(comfy, path: Path):
+    """Register the pack's nodes with ComfyUI's own custom-node loader (once per session); its package module."""
+    name = str(path).replace(".", "_x_")
+    if name not in sys.modules:
+        from .comfyui_harness import _run
+
+        with headless_server():
+            loaded = _run(comfy.nodes.load_custom_node(str(path), module_parent="custom_nodes"))
+        assert loaded, f"ComfyUI could not load {path}"
+    return sys.modules[name]
+
+
+def submodule(package, relname: str):
+    """``<pack>.<relname>`` (e.g. ``nodes.ltxv_nodes``) as ComfyUI imported it; None where it failed to import."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{package.__name__}.{relname}")
+    except Exception:  # noqa: BLE001 - the pack logs its own import errors; the caller skips with a reason
+        return None
+
+
+class KernelCalls:
+    """Counts the calls of a stand-in attention kernel and the query tokens it attended, per call."""
+
+    def __init__(self):
+        self.calls = 0
+        self.shapes: list[tuple] = []
+
+    def attend(self, q, k, v, layout: str, mask=None):
+        """SDPA in float32 of ``q, k, v`` in ``layout`` ("NHD": [B, N, H, D]; "HND": [B, H, N, D]), returned in the
+        same layout and dtype; K/V with fewer heads than Q are grouped-query heads, as both real kernels take them."""
+        self.calls += 1
+        self.shapes.append(tuple(q.shape))
+        to_hnd = (lambda t: t.transpose(1, 2)) if layout == "NHD" else (lambda t: t)
+        if mask is not None and mask.dtype != torch.bool:
+            mask = mask.float()
+        dtype = q.dtype
+        q, k, v = (to_hnd(t).float() for t in (q, k, v))
+        grouped = k.shape[1] != q.shape[1]
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
+        return to_hnd(out).to(dtype)
+
+
+@contextmanager
+def kernel_modules(calls: KernelCalls):
+    """``sageattention`` and ``flash_attn`` stand-in modules importable inside the block (the pack imports them when
+    its node runs and keeps the function), each routing to ``calls``."""
+
+    def sageattn(q, k, v, tensor_layout="HND", is_causal=False, attn_mask=None, **_):
+        assert not is_causal
+        return calls.attend(q, k, v, tensor_layout, attn_mask)
+
+    def flash_attn_func(q, k, v, dropout_p=0.0, causal=False, **_):
+        assert not causal and dropout_p == 0.0
+        return calls.attend(q, k, v, "NHD")
+
+    stand_ins = {"sageattention": types.ModuleType("sageattention"), "flash_attn": types.ModuleType("flash_attn")}
+    stand_ins["sageattention"].sageattn = sageattn
+    stand_ins["flash_attn"].flash_attn_func = flash_attn_func
+    saved = {name: sys.modules.get(name) for name in stand_ins}
+    sys.modules.update(stand_ins)
+    try:
+        yield calls
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+@contextmanager
+def quantized_sage_kernel(ltxv_nodes, calls: KernelCalls):
+    """The pack's memory-efficient Sage kernel call (``_sageattn_int8_fp8_nhd(qkv, dtype)``, NHD, consuming its
+    list) routed to ``calls``, and its CUDA architecture gate passed, inside the block."""
+
+    def kernel(qkv, dtype):
+        q, k, v = qkv
+        qkv.clear()
+        return calls.attend(q, k, v, "NHD").to(dtype)
+
+    saved = ltxv_nodes._sageattn_int8_fp8_nhd, ltxv_nodes._cuda_archs
+    ltxv_nodes._sageattn_int8_fp8_nhd, ltxv_nodes._cuda_archs = kernel, ["sm89"]
+    try:
+        yield calls
+    finally:
+        ltxv_nodes._sageattn_int8_fp8_nhd, ltxv_nodes._cuda_archs = saved
+
+
+@contextmanager
+def sparse_attention_calls(optimization_nodes, calls: KernelCalls):
+    """Counts the calls of the pack's NABLA sparse attention (``NABLA_Attention.__call__``, which its override
+    runs) inside the block; the attention itself is the pack's, unchanged."""
+    original = optimization_nodes.NABLA_Attention.__call__
+
+    def counted(self, q, *args, **kwargs):
+        calls.calls += 1
+        calls.shapes.append(tuple(q.shape))
+        return original(self, q, *args, **kwargs)
+
+    optimization_nodes.NABLA_Attention.__call__ = counted
+    try:
+        yield calls
+    finally:
+        optimization_nodes.NABLA_Attention.__call__ = original
+
+
+@contextmanager
+def counting(package, kernel: str | None, calls: KernelCalls):
+    """The stand-in or counter a case's ``kernel`` names, in place inside the block (nothing for None)."""
+    if kernel is None:
+        yield calls
+        return
+    if kernel == "modules":
+        context = kernel_modules(calls)
+    elif kernel == "quantized":
+        context = quantized_sage_kernel(submodule(package, "nodes.ltxv_nodes"), calls)
+    else:
+        context = sparse_attention_calls(submodule(package, "nodes.model_optimization_nodes"), calls)
+    with context:
+        yield calls
+
+
+class StackLayers:
+    """Executions of a model's stack layers (a core model's transformer blocks, the native Cosmos3's generator
+    steps) and the kernel calls of ``calls`` made inside them, counted from construction until :meth:`close`."""
+
+    def __init__(self, diffusion_model, calls: KernelCalls):
+        from .anymodel_runs import stack_blocks
+
+        self.calls, self.runs, self.inside, self.start = calls, 0, 0, 0
+        layers = getattr(diffusion_model, "layers", None)
+        if layers is not None and hasattr(layers[0], "gen_step"):  # the native Cosmos3: its stack runs gen_step
+            for layer in layers:
+                layer.gen_step = self.counted(layer.gen_step)
+            self.close = lambda: [delattr(layer, "gen_step") for layer in layers]
+            return
+        handles = [hook for block in stack_blocks(diffusion_model)
+                   for hook in (block.register_forward_pre_hook(lambda *_: self.enter()),
+                                block.register_forward_hook(lambda *_: self.leave()))]
+        self.close = lambda: [handle.remove() for handle in handles]
+
+    def enter(self) -> None:
+        self.start = self.calls.calls
+
+    def leave(self) -> None:
+        self.runs += 1
+        self.inside += self.calls.calls - self.start
+
+    def counted(self, step):
+        def run(*args, **kwargs):
+            self.enter()
+            out = step(*args, **kwargs)
+            self.leave()
+            return out
+
+        return run
