@@ -190,12 +190,23 @@ def run(args) -> dict:
                   f"tensors {probe['tensors']:6d}  pack objects {sum(probe['pack_objects'].values()):5d}  "
                   f"t {time.time() - started:6.0f}s", flush=True)
         print_traces(traces)
+        print_history(srv)
         return summarize(args, samples, outcomes, wrong_reports, checked, version)
     finally:
         if srv is not None:
             srv.stop()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def print_history(srv) -> None:
+    """What ComfyUI's prompt history holds at the end (it keeps up to 10000 prompts with their UI outputs), and the
+    share of SeaCache Stats' reports in it, as JSON."""
+    history = srv.call("/history", timeout=300)
+    reports = sum(len(json.dumps(out["seacache"])) for entry in history.values()
+                  for out in entry.get("outputs", {}).values() if "seacache" in out)
+    print(f"ComfyUI's history: {len(history)} prompts, {len(json.dumps(history)) / 2**20:.2f} MiB as JSON, of which "
+          f"SeaCache Stats reports {reports / 2**20:.2f} MiB")
 
 
 def print_traces(traces: list) -> None:

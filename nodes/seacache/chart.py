@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from PIL import Image, ImageDraw
 
 NOT_APPLIED = ("SeaCache: not applied (no SeaCache Apply on this MODEL: bypassed, removed or not connected); "
@@ -25,26 +23,17 @@ def frontend_report(report: dict | None, note: str | None = None) -> dict:
 
 
 def no_reuse_note(report: dict | None) -> str | None:
-    """One line saying why a run reused no call, with the reason read off its report; None when it reused some (or
-    there is no run). Reasons, first that holds: no call reached the seam, caching stopped, threshold 0, every call
-    forced (the forced reasons counted: e.g. ``warmup`` and ``end`` when the run has too few steps for
-    ``warmup_steps`` + ``end_steps``, ``window``, ``max_consecutive`` at 0), else the gate found every step free to
-    reuse too far from the last computed one."""
+    """The one line for a run that reused no call, None when it reused some (or there is none): why, as the run
+    says (``nothing_reused``, seacache_core/stats.py), unless no call reached the seam or caching stopped."""
     if not report or report.get("reused"):
         return None
-    calls = report.get("calls", 0)
-    forced = Counter(r["reason"] for r in report.get("records", []) if r["decision"] == "forced")
-    if not calls:
+    if not report.get("calls"):
         why = f"no model call reached the seam ({report.get('uncached_calls', 0)} ran whole)"
     elif report.get("stopped"):
         why = f"caching stopped {report['stopped']}"
-    elif report.get("threshold") == 0:
-        why = "threshold 0 never reuses (raise it to reuse steps)"
-    elif sum(forced.values()) == calls:
-        why = "every call was forced (" + ", ".join(f"{reason} {n}" for reason, n in forced.items()) + ")"
     else:
-        why = "the distance reached the threshold at every step free to reuse (raise threshold or speedup)"
-    return f"SeaCache reused 0 of {calls} calls: {why}."
+        why = report["nothing_reused"]
+    return f"SeaCache reused 0 of {report.get('calls', 0)} calls: {why}."
 
 
 def summary_text(report: dict | None) -> str:
@@ -53,7 +42,6 @@ def summary_text(report: dict | None) -> str:
     caching stopped mid-run if it did, and the residual boundary (seam) the run used."""
     if not report:
         return "SeaCache: no run recorded yet (run the sampler with this SeaCache-patched model first)."
-    note = no_reuse_note(report)
     setting = (f"speedup target {report['speedup_target']:g}x" if report.get("speedup_target")
                else f"threshold {report['threshold']}")
     text = f"SeaCache run {report['status']} over {report['steps']} steps ({setting}):\n{report['summary']}"
@@ -67,7 +55,7 @@ def summary_text(report: dict | None) -> str:
         text += f"\ncaching stopped {report['stopped']}; the rest of the run was computed whole"
     if report.get("seam"):
         text += f"\nresidual boundary: {report['seam']}"
-    return text if note is None else f"{note}\n{text}"
+    return text
 
 
 def render_timeline(report: dict | None, width: int = 960, height: int = 320, note: str | None = None) -> Image.Image:
