@@ -58,6 +58,8 @@ def run(args) -> dict:
         print(f"| {name} | {seconds:.2f} | {seconds / never:.2f}x | {sum(r['ran'] for r in got)}/{len(got)} | "
               f"{statistics.median(r['rss'] for r in got):.1f} | {statistics.median(r['tensors'] for r in got):.0f} | "
               f"{max(r['seacache'] for r in got)} | {max(r['models'] for r in got)} |")
+    for name in sb.VARIANTS:
+        print(f"{name} seconds, in order: " + " ".join(f"{r['seconds']:.2f}" for r in rows[name]))
     return rows
 
 
