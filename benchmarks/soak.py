@@ -3,12 +3,17 @@ custom_nodes, N prompts queued over HTTP that mix tiny Cosmos3, tiny Cosmos3 wit
 latents) and a tiny core model (Wan 2.1 / Flux) with two samplers fed by one SeaCache Apply, SeaCache settings,
 samplers, batch sizes, sizes, interrupts (/interrupt) and cancels (deleted from the queue).
 
-After every prompt it samples the server's RSS and its count of live torch tensors through a probe route that a
-soak-only custom node folder (written into the temp dir, not part of the pack) adds. It prints the curve and checks:
-every prompt ends in success, interrupted or cancelled; after warm-up the RSS and tensor count stay flat within
-the stated bounds; each SeaCache Stats node shows the report of the sampler it follows (its step count).
+After every prompt it samples the server's RSS, its count of live torch tensors and of live objects of the pack's
+classes through the probe (``seacache_testing/server_probe``, a custom node linked into the temp dir, not one of the
+pack's nodes). It prints the curve and checks: every prompt ends in success, interrupted or cancelled; after warm-up
+the RSS and tensor count stay flat within the stated bounds; each SeaCache Stats node shows the report of the
+sampler it follows (its step count). ``--without-seacache`` queues the same prompts with SeaCache Apply and Stats
+bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server retained between
+probes after Cosmos3 prompts, the first after warm-up and then about every N prompts (tracemalloc's growing
+allocation sites, newest frame first, and the object types whose counts grew).
 
   python -m benchmarks.soak --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
+  python -m benchmarks.soak --soak 200 --without-seacache           (the control)
   python -m benchmarks.soak --soak 12                               (the integration suite's short version)
 """
 
@@ -19,110 +24,25 @@ import json
 import os
 import random
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+from seacache_testing.api_prompts import without_seacache
+from seacache_testing.comfyui_server import ComfyServer, comfyui_version, outcome, retention, with_pack_and_probe
 
 PACK_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = PACK_ROOT / "tests" / "fixtures" / "api_1_0_0" / "api"
-PROBE = '''"""Soak-only probe (written by benchmarks/soak.py): the server's RSS and live tensors; tiny core models."""
-import gc, os, sys
-import torch
-from aiohttp import web
-import server
-sys.path.insert(0, {root!r})  # entry-point shim: ComfyUI's server loads this node by path; seacache_testing from the pack
-from seacache_testing import tiny_comfy_models
-
-
-@server.PromptServer.instance.routes.get("/seacache_soak/probe")
-async def probe(request):
-    gc.collect()
-    tensors = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
-    with open(f"/proc/{{os.getpid()}}/statm") as f:
-        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return web.json_response({{"rss": rss, "tensors": tensors}})
-
-
-class SoakTinyModel:
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {{"required": {{"name": (["wan21_t2v", "flux"],), "seed": ("INT", {{"default": 0}})}}}}
-    RETURN_TYPES = ("MODEL", "CONDITIONING", "CONDITIONING")
-    FUNCTION = "build"
-    CATEGORY = "soak"
-
-    def build(self, name, seed):
-        spec = tiny_comfy_models.SPECS[name]
-        return (tiny_comfy_models.build(name), tiny_comfy_models.conditioning(spec, seed), tiny_comfy_models.conditioning(spec, seed + 1))
-
-
-NODE_CLASS_MAPPINGS = {{"SoakTinyModel": SoakTinyModel}}
-'''
 SAMPLERS = ["euler", "uni_pc_bh2", "dpmpp_2m", "heun"]
 GATES = ["sea same-sigma", "sea"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """ComfyUI's main.py --cpu on a loopback port with a temp base directory (custom_nodes, models, io)."""
-
-    def __init__(self, comfyui: Path, python: str, base: Path):
-        self.port, self.base = free_port(), base
-        self.log = open(base / "server.log", "w")
-        self.proc = subprocess.Popen(
-            [python, str(comfyui / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
-             "--base-directory", str(base), "--disable-auto-launch", "--preview-method", "none"],
-            cwd=str(comfyui), stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-    def call(self, path: str, data=None, timeout=60):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method="GET" if data is None else "POST",
-                                     data=None if data is None else json.dumps(data).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            body = r.read()
-        return json.loads(body) if body else None
-
-    def wait_ready(self, timeout: float):
-        end = time.time() + timeout
-        while time.time() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ComfyUI exited ({self.proc.returncode}); see {self.base / 'server.log'}")
-            try:
-                return self.call("/seacache_soak/probe")
-            except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(1)
-        raise TimeoutError("ComfyUI did not come up")
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
 def prepare(base: Path):
-    """Temp layout: custom_nodes/ (the pack as a symlink, the probe), models/diffusion_models (tiny Cosmos3)."""
+    """Temp layout (``comfyui_server.with_pack_and_probe``) plus the tiny Cosmos3 checkpoints."""
     from seacache_testing.make_tiny_checkpoint import make_tiny_checkpoint
 
-    nodes = base / "custom_nodes"
-    nodes.mkdir(parents=True)
-    (nodes / "ComfyUI-SeaCache").symlink_to(PACK_ROOT, target_is_directory=True)
-    (nodes / "seacache_soak_probe").mkdir()
-    (nodes / "seacache_soak_probe" / "__init__.py").write_text(PROBE.format(root=str(PACK_ROOT)))
-    models = base / "models" / "diffusion_models"
-    models.mkdir(parents=True)
+    models = with_pack_and_probe(base)
     make_tiny_checkpoint(str(models / "tiny-cosmos3"))
     make_tiny_checkpoint(str(models / "tiny-cosmos3-sound"), "tiny-sound")
 
@@ -162,8 +82,8 @@ def cosmos3_prompt(rng, version: str, sound: bool):
 
 
 def core_prompt(rng):
-    """A tiny core model with two KSamplers (different steps) fed by one SeaCache Apply, a Stats node after each;
-    expected steps per Stats node id."""
+    """A tiny core model with two KSamplers (different steps) fed by one SeaCache Apply, a Stats node after each
+    and its latent saved; expected steps per Stats node id."""
     name = rng.choice(["wan21_t2v", "flux"])
     batch, size = rng.choice([1, 2]), rng.choice([64, 128])
     latent = ({"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": size, "height": size, "length": 5, "batch_size": batch}}
@@ -188,6 +108,8 @@ def core_prompt(rng):
             prompt[node] = {"class_type": "LatentMultiply", "inputs": {"samples": samples, "multiplier": 1.0}}
             samples = [node, 0]
         prompt[stats] = {"class_type": "SeaCacheStats", "inputs": {"samples": samples, "model": ["2", 0]}}
+        prompt[str(int(stats) + 100)] = {"class_type": "SaveLatent",  # an output that stays without SeaCache (control)
+                                       "inputs": {"samples": [stats, 0], "filename_prefix": "latents/soak"}}
         expected[stats] = n
     return prompt, expected
 
@@ -204,34 +126,30 @@ def retuned(prompt: dict, expected: dict, rng):
     return prompt, {**expected, "19": steps}
 
 
-def wait_done(srv: Server, prompt_id: str, timeout: float):
-    end = time.time() + timeout
-    while time.time() < end:
-        history = srv.call(f"/history/{prompt_id}")
-        if prompt_id in history:
-            return history[prompt_id]
-        queue = srv.call("/queue")
-        if not any(item[1] == prompt_id for item in queue["queue_running"] + queue["queue_pending"]):
-            time.sleep(0.3)
-            history = srv.call(f"/history/{prompt_id}")
-            return history.get(prompt_id)  # None: deleted from the queue before it ran
-        time.sleep(0.2)
-    raise TimeoutError(f"prompt {prompt_id} did not finish in {timeout}s")
-
-
-def outcome(entry) -> str:
-    if entry is None:
-        return "cancelled"
-    status = entry.get("status", {})
-    events = [m[0] for m in status.get("messages", [])]
-    if "execution_interrupted" in events:
-        return "interrupted"
-    return "success" if status.get("status_str") == "success" and status.get("completed") else "error"
+def one_prompt(srv: ComfyServer, args, rng, i: int, version: str, kinds: list, previous):
+    """Queue prompt ``i`` (run, interrupted or cancelled); ``(kind, action, prompt, expected, entry)``."""
+    if previous and previous[0] == "core" and previous[3] == "success" and rng.random() < 0.5:
+        kind, (prompt, expected) = "retune", retuned(previous[1], previous[2], rng)
+    else:
+        kind = kinds[i % len(kinds)]
+        prompt, expected = core_prompt(rng) if kind == "core" else cosmos3_prompt(rng, version, kind == "sound")
+    action = rng.choices(["run", "interrupt", "cancel"], [0.8, 0.1, 0.1])[0] if i >= 2 and kind != "retune" else "run"
+    sent = without_seacache(prompt, srv.object_info) if args.without_seacache else prompt
+    if action == "cancel":  # queue a blocker, then the prompt, and delete the prompt while it waits
+        blocker = core_prompt(rng)[0]
+        blocker_id = srv.queue(without_seacache(blocker, srv.object_info) if args.without_seacache else blocker, "soak")
+    prompt_id = srv.queue(sent, "soak")
+    if action == "cancel":
+        srv.call("/queue", {"delete": [prompt_id]})
+        srv.wait_done(blocker_id, args.prompt_timeout)
+    if action == "interrupt":
+        time.sleep(rng.uniform(0.2, 1.5))
+        srv.call("/interrupt", {})
+    return kind, action, prompt, expected, srv.wait_done(prompt_id, args.prompt_timeout)
 
 
 def run(args) -> dict:
     comfyui = Path(args.comfyui).resolve()
-    version = (comfyui / "comfyui_version.py").read_text().split('"')[1]
     sound = (comfyui / "comfy" / "nested_tensor.py").is_file()
     rng = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix="seacache_soak_"))
@@ -239,35 +157,21 @@ def run(args) -> dict:
     srv = None
     try:
         prepare(base)
-        srv = Server(comfyui, args.python, base)
-        srv.wait_ready(args.startup_timeout)
+        srv = ComfyServer(comfyui, args.python, base, env={"OMP_NUM_THREADS": "1"})
+        srv.wait_ready("/seacache_probe/retention", args.startup_timeout)
+        srv.object_info = srv.call("/object_info", timeout=120)
+        version = comfyui_version(comfyui)
         kinds = ["cosmos3", "core"] + (["sound"] if sound else [])
-        samples, outcomes, wrong_reports, checked, previous = [], {}, [], 0, None
+        samples, outcomes, wrong_reports, checked, previous, traces = [], {}, [], 0, None, []
         for i in range(args.soak):
             if time.time() - started > args.max_seconds:
                 print(f"time bound {args.max_seconds}s reached after {i} prompts")
                 break
-            if previous and previous[0] == "core" and previous[3] == "success" and rng.random() < 0.5:
-                kind, (prompt, expected) = "retune", retuned(previous[1], previous[2], rng)
-            else:
-                kind = kinds[i % len(kinds)]
-                prompt, expected = core_prompt(rng) if kind == "core" else cosmos3_prompt(rng, version, kind == "sound")
-            action = rng.choices(["run", "interrupt", "cancel"], [0.8, 0.1, 0.1])[0] if i >= 2 and kind != "retune" else "run"
-            if action == "cancel":  # queue a blocker, then the prompt, and delete the prompt while it waits
-                blocker, blocker_expected = core_prompt(rng)
-                blocker_id = srv.call("/prompt", {"prompt": blocker, "client_id": "soak"})["prompt_id"]
-            prompt_id = srv.call("/prompt", {"prompt": prompt, "client_id": "soak"})["prompt_id"]
-            if action == "cancel":
-                srv.call("/queue", {"delete": [prompt_id]})
-                wait_done(srv, blocker_id, args.prompt_timeout)
-            if action == "interrupt":
-                time.sleep(rng.uniform(0.2, 1.5))
-                srv.call("/interrupt", {})
-            entry = wait_done(srv, prompt_id, args.prompt_timeout)
+            kind, action, prompt, expected, entry = one_prompt(srv, args, rng, i, version, kinds, previous)
             result = outcome(entry)
             previous = (kind, prompt, expected, result)
             outcomes[result] = outcomes.get(result, 0) + 1
-            if result == "success":
+            if result == "success" and not args.without_seacache:  # the control has no Stats node to check
                 for stats, steps in expected.items():
                     report = entry["outputs"][stats]["seacache"][0]
                     checked += 1
@@ -276,17 +180,43 @@ def run(args) -> dict:
             elif result == "error":
                 messages = [m for m in entry["status"]["messages"] if m[0] == "execution_error"]
                 print(f"prompt {i} ({kind}) failed: {json.dumps(messages)[:2000]}")
-            probe = srv.call("/seacache_soak/probe")
             group = ("core" if kind == "retune" else kind) if result == "success" and action != "cancel" else None
+            traced = args.trace_every and i + 1 >= args.warmup and group == "cosmos3"  # compared after one kind
+            probe = retention(srv, trace=bool(traced) and len(traces) < 1 + (i + 1 - args.warmup) // args.trace_every)
+            if "trace" in probe:
+                traces.append((i + 1, probe["trace"]))
             samples.append((i + 1, probe["rss"], probe["tensors"], group))  # group: what the server last finished
             print(f"prompt {i + 1:4d} {kind:8s} {action:9s} {result:11s} rss {probe['rss'] / 2**20:8.1f} MiB  "
-                  f"tensors {probe['tensors']:6d}  t {time.time() - started:6.0f}s", flush=True)
+                  f"tensors {probe['tensors']:6d}  pack objects {sum(probe['pack_objects'].values()):5d}  "
+                  f"t {time.time() - started:6.0f}s", flush=True)
+        print_traces(traces)
+        print_history(srv)
         return summarize(args, samples, outcomes, wrong_reports, checked, version)
     finally:
         if srv is not None:
             srv.stop()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def print_history(srv) -> None:
+    """What ComfyUI's prompt history holds at the end (it keeps up to 10000 prompts with their UI outputs), and the
+    share of SeaCache Stats' reports in it, as JSON."""
+    history = srv.call("/history", timeout=300)
+    reports = sum(len(json.dumps(out["seacache"])) for entry in history.values()
+                  for out in entry.get("outputs", {}).values() if "seacache" in out)
+    print(f"ComfyUI's history: {len(history)} prompts, {len(json.dumps(history)) / 2**20:.2f} MiB as JSON, of which "
+          f"SeaCache Stats reports {reports / 2**20:.2f} MiB")
+
+
+def print_traces(traces: list) -> None:
+    """What the server retained between traced probes (``--trace-every``): traced Python memory, the allocation
+    sites that grew most and the object types whose counts grew."""
+    for n, trace in traces:
+        print(f"\n-- after prompt {n}: traced Python memory {trace['traced'] / 2**20:.1f} MiB")
+        for site in trace["sites"]:
+            print(f"  {site['size_diff'] / 1024:+9.1f} KiB {site['count_diff']:+7d} blocks  " + " <- ".join(site["frames"][:6]))
+        print("  object types grown: " + ", ".join(f"{t} {d:+d}" for t, d in trace["types"]))
 
 
 def median(values):
@@ -341,6 +271,11 @@ def parser():
     p.add_argument("--prompt-timeout", type=float, default=300.0)
     p.add_argument("--startup-timeout", type=float, default=180.0)
     p.add_argument("--keep", action="store_true", help="keep the temp base directory (server.log)")
+    p.add_argument("--without-seacache", action="store_true",
+                   help="control: the same prompts with SeaCache Apply and Stats bypassed (ComfyUI's own retention)")
+    p.add_argument("--trace-every", type=int, default=0,
+                   help="trace what the server retains (tracemalloc, object counts) after Cosmos3 prompts from the end "
+                        "of warm-up, about every N prompts")
     return p
 
 

@@ -66,13 +66,14 @@ class RunStats:
         return self.calls / self.ran if self.ran else 1.0
 
     def to_dict(self) -> dict:
-        """The JSON form."""
+        """The JSON form; ``nothing_reused``: why a run that reused nothing did not, else None."""
         return {
             "calls": self.calls,
             "ran": self.ran,
             "reused": self.reused,
             "speedup": self.speedup,
             "records": [_json_safe(asdict(r)) for r in self.records],
+            "nothing_reused": self.nothing_reused_because() if self.calls and not self.reused else None,
         }
 
     def summary(self) -> str:

@@ -114,6 +114,40 @@ def outcome(entry) -> str:
     return "success" if status.get("status_str") == "success" and status.get("completed") else "error"
 
 
+def cached_nodes(entry) -> set[str]:
+    """The node ids ComfyUI took from its cache instead of running, in a history entry."""
+    return {node for event, data in entry["status"]["messages"] if event == "execution_cached" for node in data["nodes"]}
+
+
+def comfyui_version(comfyui: Path) -> str:
+    return (Path(comfyui) / "comfyui_version.py").read_text().split('"')[1]
+
+
+def with_pack_and_probe(base: Path) -> Path:
+    """``base`` laid out for a server with this pack and the probe (``server_probe``) as custom nodes and an empty
+    models/diffusion_models, which it returns."""
+    link_custom_node(base, PACK_ROOT, "ComfyUI-SeaCache")
+    link_custom_node(base, PACK_ROOT / "seacache_testing" / "server_probe", "seacache_probe")
+    models = base / "models" / "diffusion_models"
+    models.mkdir(parents=True)
+    return models
+
+
+def retention(server: ComfyServer, trace: bool = False) -> dict:
+    """What the server holds now (``server_probe``'s ``/seacache_probe/retention``; ``trace``: and what it gained)."""
+    return server.call("/seacache_probe/retention" + ("?trace=1" if trace else ""), timeout=600)
+
+
+def run_prompt(server: ComfyServer, prompt: dict, timeout: float = 900.0) -> dict:
+    """Queue ``prompt`` and return its history entry once it ended; a prompt ComfyUI refuses raises with the
+    server's node errors."""
+    try:
+        prompt_id = server.queue(prompt, "seacache-test")
+    except urllib.error.HTTPError as error:
+        raise RuntimeError(f"ComfyUI refused the prompt: {error.read().decode()[:3000]}") from None
+    return server.wait_done(prompt_id, timeout)
+
+
 def error_message(entry) -> str:
     """The exception message of a failed prompt's history entry."""
     for event, data in (entry or {}).get("status", {}).get("messages", []):

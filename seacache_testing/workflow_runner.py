@@ -12,7 +12,8 @@ With a ComfyUI session (``comfyui_harness.comfy_session``):
   values (the "control_after_generate" combo after seed-like INT/COMBO widgets, and the upload button of
   ``image_upload`` combos, appended after the required inputs); widgets a node gained after the workflow was
   saved (fewer values than widgets) take their defaults, as the frontend gives them; linked inputs become ``[from_id, from_slot]``;
-  virtual nodes (Note, MarkdownNote) are left out. ``validate_api_prompt`` runs ComfyUI's own
+  virtual nodes (Note, MarkdownNote) are left out, and so are bypassed nodes (mode 4), whose consumers read the
+  bypassed node's input of the same type (``link_source``). ``validate_api_prompt`` runs ComfyUI's own
   ``execution.validate_prompt`` on it (combo options, ranges, types, required inputs). ``run_api_prompt`` executes
   an API prompt's nodes in topological order with ``ns.run_node``, each in ComfyUI's executing-node context, and
   returns every node's outputs and ui; ``run_ui_workflow`` converts a UI workflow and runs it so.
@@ -81,6 +82,7 @@ DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 WIDGET_TYPES = frozenset({"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", DYNAMIC_COMBO})
 UPLOAD_FLAGS = ("image_upload", "video_upload", "animated_image_upload")
 OPTIONAL_SHAPE = 7  # LiteGraph slot shape of an optional input (hollow circle)
+BYPASS = 4  # a node's mode when the user bypassed it (Ctrl+B)
 TOP_LEVEL_KEYS = ("last_node_id", "last_link_id", "nodes", "links", "groups", "config", "extra", "version")
 NODE_KEYS = ("id", "type", "pos", "size", "flags", "order", "mode", "properties")
 
@@ -361,8 +363,10 @@ def to_api_prompt(ns, workflow: dict, overrides: dict | None = None) -> dict[str
     prompt = {}
     for nid in topological_order(workflow):
         node = nodes[nid]
+        if node.get("mode", 0) == BYPASS:
+            continue
         if node.get("mode", 0) != 0:
-            raise ValueError(f"node {nid} ({node['type']}) is muted/bypassed (mode {node['mode']}): not supported here")
+            raise ValueError(f"node {nid} ({node['type']}) is muted (mode {node['mode']}): not supported here")
         inputs = widget_inputs(ns, node)
         for name in list(inputs):
             for key in ((nid, name), (node["type"], name)):
@@ -370,11 +374,26 @@ def to_api_prompt(ns, workflow: dict, overrides: dict | None = None) -> dict[str
                     inputs[name] = overrides[key]
                     break
         for inp in node.get("inputs") or []:
-            if inp.get("link") is not None:
-                _, src, sslot, _, _, _ = links[inp["link"]]
-                inputs[inp["name"]] = [str(src), sslot]
+            source = None if inp.get("link") is None else link_source(nodes, links, inp["link"])
+            if source is not None:
+                inputs[inp["name"]] = source
         prompt[str(nid)] = {"class_type": node["type"], "inputs": inputs, "_meta": {"title": node.get("title", node["type"])}}
     return prompt
+
+
+def link_source(nodes: dict, links: dict, link_id: int) -> list | None:
+    """``[node id, output slot]`` a link delivers, followed through bypassed nodes (mode 4) as the frontend resolves
+    them: output slot ``e`` of a bypassed node reads its input ``e`` when that input has the output's type, else its
+    first input of that type; None when there is none (the consumer is sent without the input)."""
+    _, src, slot, _, _, _ = links[link_id]
+    while nodes[src].get("mode", 0) == BYPASS:
+        inputs, kind = nodes[src].get("inputs") or [], nodes[src]["outputs"][slot]["type"]
+        matching = [i for i, inp in enumerate(inputs) if inp["type"] == kind]
+        index = slot if slot < len(inputs) and inputs[slot]["type"] == kind else (matching[0] if matching else None)
+        if index is None or inputs[index].get("link") is None:
+            return None
+        _, src, slot, _, _, _ = links[inputs[index]["link"]]
+    return [str(src), slot]
 
 
 def validate_api_prompt(prompt: dict) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seacache_testing import workflow_runner as wr
-from seacache_testing.workflow_cases import FIXTURES, FROZEN, LTX2, has_ltx2, tiny_run, version_folder
+from seacache_testing.workflow_cases import FIXTURES, FROZEN, LTX2, runnable_tiny_run, tiny_run, version_folder
 
 PRE_GATE = FIXTURES / "api_pre_gate"
 EXAMPLES = sorted(p.name for p in (FROZEN / "ui").glob("*.json"))
@@ -122,17 +122,6 @@ def test_comfyui_lists_the_1_0_0_inputs(session):
     assert compatibility_problems(frozen_inputs(), live_inputs(session)) == []
 
 
-def run_settings(ns, name):
-    if name == LTX2 and not has_ltx2(ns):
-        pytest.skip("this ComfyUI has no LTX-2 audio-video nodes")
-    if "sound" in name and name != LTX2:
-        import importlib.util
-
-        if importlib.util.find_spec("comfy.nested_tensor") is None:
-            pytest.skip("this ComfyUI has no NestedTensor audio-video latents (Cosmos3 sound refuses to run there)")
-    return tiny_run(name)
-
-
 def check_report(result, prompt):
     """The run finished with a SeaCache report on its Stats node, at the prompt's SeaCache settings."""
     (stats,) = [int(k) for k, e in prompt.items() if e["class_type"] == "SeaCacheStats"]
@@ -146,7 +135,7 @@ def check_report(result, prompt):
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_1_0_0_api_prompt_runs(anymodel_session, name):
     """The API prompt 1.0.0 queued for each example (shipped values) validates as saved, and runs with tiny sizes."""
-    overrides, stand_ins = run_settings(anymodel_session, name)
+    overrides, stand_ins = runnable_tiny_run(anymodel_session, name)
     saved = json.loads((version_folder(FROZEN / "api") / name).read_text(encoding="utf-8"))
     prompt = wr.override_api_prompt(saved, overrides)
     checkpoint = overrides.get(("SeaCacheCosmos3Loader", "checkpoint"))
@@ -162,7 +151,7 @@ def test_1_0_0_api_prompt_runs(anymodel_session, name):
 def test_1_0_0_ui_workflow_converts_to_its_api_prompt(anymodel_session, name):
     """The saved UI workflow still converts (as the frontend does) to what 1.0.0 queued: every input the 1.0.0
     prompt had keeps its value; inputs added since come at their defaults. ComfyUI accepts the result."""
-    run_settings(anymodel_session, name)
+    runnable_tiny_run(anymodel_session, name)
     workflow = json.loads((FROZEN / "ui" / name).read_text(encoding="utf-8"))
     saved = json.loads((version_folder(FROZEN / "api") / name).read_text(encoding="utf-8"))
     converted = wr.to_api_prompt(anymodel_session, workflow)
@@ -178,7 +167,7 @@ def test_1_0_0_ui_workflow_converts_to_its_api_prompt(anymodel_session, name):
 def test_1_0_0_ui_workflow_runs(anymodel_session, name):
     """A saved 1.0.0 UI workflow end to end on the current code (Cosmos3 and a core model; the others run as their
     API prompts above, to which their UI workflows convert)."""
-    overrides, stand_ins = run_settings(anymodel_session, name)
+    overrides, stand_ins = runnable_tiny_run(anymodel_session, name)
     workflow = json.loads((FROZEN / "ui" / name).read_text(encoding="utf-8"))
     result = wr.run_ui_workflow(anymodel_session, workflow, overrides, stand_ins=stand_ins)
     check_report(result, result.prompt)

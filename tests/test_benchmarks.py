@@ -230,6 +230,17 @@ def test_soak_short_on_a_real_server(comfyui_path):
     assert "retune" in out  # the cached-sampler case was queued
 
 
+def test_bypass_cost_smoke_runs_every_variant_without_seacache_left(comfyui_path):
+    """benchmarks/bypass_cost.py on one server: every variant sampled for real (not from ComfyUI's cache), and after
+    the bypassed and deleted prompts no SeaCache run object or patched MODEL is left."""
+    out = run([sys.executable, "-m", "benchmarks.bypass_cost", "--smoke"], comfyui=True, timeout=1200)
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in out.splitlines() if line.startswith("| ")}
+    assert {"never", "active", "bypassed", "deleted"} <= set(rows)
+    for name in ("never", "bypassed", "deleted"):
+        assert rows[name][3] == "1/1" and rows[name][6] == "0" and rows[name][7].rstrip(" |") == "0"
+    assert rows["active"][3] == "3/3"
+
+
 def test_trace_call_keeps_one_call_path_short(comfyui_path):
     """benchmarks/trace_call.py traces a reused and a computed call of the tiny Cosmos3 through ComfyUI; the path of
     one call stays within the budget the one-path design set (about 25 SeaCache functions in at most 6 files)."""

@@ -224,8 +224,53 @@ def test_stats_before_any_run_and_on_plain_model(tiny):
     patched = tiny.seacache()
     res = tiny.stats(patched, torch.zeros(1, 48, 3, 4, 4))
     assert "no run recorded" in res.outputs[1]
-    with pytest.raises(ValueError, match="SeaCache Apply"):
-        tiny.stats(tiny.model, torch.zeros(1, 48, 3, 4, 4))
+    samples = tiny.sample(tiny.model, steps=4)
+    for model in (tiny.model, None):  # SeaCache Apply bypassed (Stats gets the loader's MODEL), or removed
+        res = tiny.ns.run_node("SeaCacheStats", samples={"samples": samples},
+                               **({} if model is None else {"model": model}))
+        passed, summary, image = res.outputs
+        assert passed["samples"] is samples  # passed through, the prompt goes on to decode and save
+        assert summary == "SeaCache: not applied (no SeaCache Apply on this MODEL: bypassed, removed or not " \
+                          "connected); the latent passed through unchanged."
+        assert res.ui["seacache"][0]["note"] == summary and "records" not in res.ui["seacache"][0]
+        assert image.shape[0] == 1 and image.shape[-1] == 3 and image.max() > image.min()  # the line is drawn
+
+
+def test_a_run_that_reused_nothing_says_why_in_one_line(tiny):
+    patched = tiny.seacache(threshold=0.0)
+    res = tiny.stats(patched, tiny.sample(patched, steps=STEPS))
+    note = f"SeaCache reused 0 of {STEPS} calls: all {STEPS - 2} steps free to reuse reached the threshold (a higher " \
+           "threshold reuses more)."
+    assert res.ui["seacache"][0]["note"] == note and "reused nothing: all" in res.outputs[1]
+    few = tiny.seacache(warmup_steps=2, end_steps=1)
+    res = tiny.stats(few, tiny.sample(few, steps=3))
+    assert res.ui["seacache"][0]["note"] == ("SeaCache reused 0 of 3 calls: 3 steps leave no step between the warm-up "
+                                             "and the final steps.")
+
+
+def test_interrupted_run_is_reported_and_logged_as_interrupted(tiny, caplog):
+    import comfy.model_management
+    import comfy.patcher_extension
+
+    patched = tiny.seacache()
+    calls = {"n": 0}
+
+    def interrupt_on_third(executor, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:  # what ComfyUI raises when the user presses Cancel (POST /interrupt)
+            raise comfy.model_management.InterruptProcessingException()
+        return executor(*args, **kwargs)
+
+    interrupted = patched.clone()
+    interrupted.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, "interrupt", interrupt_on_third)
+    with caplog.at_level("INFO"), pytest.raises(comfy.model_management.InterruptProcessingException):
+        tiny.sample(interrupted, steps=STEPS)
+    report = last_report(patched)
+    assert report["status"] == "interrupted" and report["calls"] == 2
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SeaCache:")]
+    assert lines == [f"SeaCache: interrupted run of Cosmos3, seam {report['seam']}: 2 calls, {report['ran']} "
+                     f"ran, {report['reused']} reused, estimated stack speedup {report['speedup']:.2f}x"]
+    assert tiny.stats(patched, torch.zeros(1)).outputs[1].startswith("SeaCache run interrupted over 12 steps")
 
 
 def test_progress_messages_reach_the_frontend(tiny):

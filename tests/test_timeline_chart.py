@@ -171,9 +171,39 @@ def test_the_report_to_the_frontend_carries_the_chart_colors(chart, report):
     """The Stats node's UI report is the run's report plus the Pillow chart's colors as CSS hex; web/seacache.js
     draws with those and writes none of its own (one home: nodes/seacache/chart.py)."""
     sent = chart.frontend_report(report)
-    assert {k: v for k, v in sent.items() if k != "colors"} == report
+    assert {k: v for k, v in sent.items() if k not in ("colors", "note")} == report
+    assert sent.get("note") == chart.no_reuse_note(report)
     assert sent["colors"] == {"computed": "#4287f5", "reused": "#2ecc71", "forced": "#8c8c96", "threshold": "#e74c3c"}
     assert sent["colors"] == {k: "#%02x%02x%02x" % rgb for k, rgb in {**chart.COLORS, "threshold": chart.THRESHOLD_COLOR}.items()}
     assert chart.frontend_report(None) == {"colors": sent["colors"]}  # before any run: colors, no records
     script = (Path(chart.__file__).resolve().parents[2] / "web" / "seacache.js").read_text(encoding="utf-8").lower()
     assert [c for c in sent["colors"].values() if c in script] == [] and "report.colors" in script
+
+
+def test_a_run_that_reused_nothing_gets_one_line_with_its_reason(chart):
+    """The run's own reason (seacache_core/stats.py) as one line for the chart and the canvas; the host's facts
+    first: caching stopped, or no call reached the seam."""
+    never = run_report(0.0)
+    note = chart.no_reuse_note(never)
+    assert note == f"SeaCache reused 0 of {STEPS} calls: {never['nothing_reused']}."
+    assert never["nothing_reused"] == f"all {STEPS - 2} steps free to reuse reached the threshold (a higher threshold reuses more)"
+    assert f"reused nothing: {never['nothing_reused']}" in chart.summary_text(never)
+    assert chart.frontend_report(never)["note"] == note
+    mixed = run_report(0.1)
+    assert chart.no_reuse_note(mixed) is None and "note" not in chart.frontend_report(mixed) and mixed["nothing_reused"] is None
+    stopped = {**never, "stopped": "at step 3: RuntimeError: x"}
+    assert chart.no_reuse_note(stopped).endswith("calls: caching stopped at step 3: RuntimeError: x.")
+    missed = {**never, "calls": 0, "records": [], "uncached_calls": 5}
+    assert chart.no_reuse_note(missed) == "SeaCache reused 0 of 0 calls: no model call reached the seam (5 ran whole)."
+
+
+def test_the_chart_draws_the_no_reuse_line_under_its_header(chart):
+    band = (slice(20, 33), slice(PLOT_LEFT + 8, WIDTH // 2))  # between the header and the plot, left of the legend
+    drawn = lambda report: ~_has(np.asarray(chart.render_timeline(report, WIDTH, HEIGHT))[band], BACKGROUND)
+    assert drawn(run_report(0.0)).any() and not drawn(run_report(0.1)).any()
+
+
+def test_a_note_replaces_the_no_run_message(chart):
+    note_only = np.asarray(chart.render_timeline(None, 320, 120, note=chart.NOT_APPLIED))
+    assert not np.array_equal(note_only, np.asarray(chart.render_timeline(None, 320, 120)))
+    assert chart.frontend_report(None, chart.NOT_APPLIED)["note"] == chart.NOT_APPLIED

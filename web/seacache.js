@@ -26,8 +26,10 @@ export function formatProgress({ reused, calls, step, steps } = {}) {
   return line;
 }
 
-/** Short caption of a finished run's report: counts, speedup and status. */
+/** Short caption of a finished run's report: counts, speedup and status; the Stats node's one-line note instead
+ *  where the report carries one (SeaCache not applied, or why a run reused nothing). */
 export function formatReport(report) {
+  if (report && typeof report.note === "string" && report.note) return report.note;
   if (!report || !Array.isArray(report.records) || report.records.length === 0) return "SeaCache: no run recorded yet";
   const speed = Number.isFinite(report.speedup) ? report.speedup : 1;
   const status = report.status && report.status !== "completed" ? ` (${report.status})` : "";

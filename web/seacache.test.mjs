@@ -52,6 +52,13 @@ test("formatReport summarises a run", () => {
   assert.equal(formatReport({ records: [] }), "SeaCache: no run recorded yet");
 });
 
+test("formatReport shows the Stats node's note instead of the counts", () => {
+  const note = "SeaCache reused 0 of 5 calls: threshold 0 never reuses (raise it to reuse steps).";
+  assert.equal(formatReport({ ...REPORT, reused: 0, note }), note);
+  assert.equal(formatReport({ note: "SeaCache: not applied" }), "SeaCache: not applied");
+  assert.equal(formatReport({ ...REPORT, note: "" }), "SeaCache: reused 2 / 5 calls · ~1.67x");
+});
+
 test("relativeHeight is accumulated/threshold over SCALE_MAX, capped, 0 when unknown", () => {
   assert.equal(SCALE_MAX, 2);
   assert.equal(relativeHeight(0.125, 0.25), 0.25);

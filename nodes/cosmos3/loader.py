@@ -9,6 +9,7 @@ from comfy_api.latest import io
 
 from ...cosmos3.checkpoint import WEIGHT_NAMES, read_distilled_schedule, read_negative_prompt, tokenizer_folder
 from ...cosmos3.tokenizer import Cosmos3Tokenizer
+from ..comfy_internals import COSMOS3, require
 from .io_types import Cosmos3AudioVAEIO, Cosmos3Text, Cosmos3TextIO
 from .patcher import WEIGHT_DTYPES, load_cosmos3_model, read_checkpoint
 from .sound import audio_vae_handle
@@ -130,4 +131,5 @@ class Cosmos3Loader(io.ComfyNode):
 
     @classmethod
     def execute(cls, checkpoint, weight_dtype):
+        require(COSMOS3, "Cosmos3 Loader")
         return io.NodeOutput(*load_cosmos3(resolve_checkpoint(checkpoint), weight_dtype))

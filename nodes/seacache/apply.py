@@ -9,6 +9,8 @@ import comfy.patcher_extension
 from comfy_api.latest import io
 
 from ...seacache_core import SeaCacheConfig
+from ...seacache_core.sea_filter import FIRST_BLOCK_GATES
+from ..comfy_internals import FIRST_BLOCK, SEACACHE, require
 from .composition import refuse_other_caches
 from .hooks import gate_model_call, outer_sample_wrapper, schedule_in_flow
 from .run_inputs import refuse_unreachable_first_block
@@ -34,8 +36,12 @@ def choice_label(choices: dict, value) -> str:
 
 
 def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
-    """A clone of ``model`` with SeaCache's wrappers, replacing an earlier application; bad models and other caches fail
-    here. ``seam_order`` takes the seam's Newton order."""
+    """A clone of ``model`` with SeaCache's wrappers, replacing an earlier application; bad models, other caches and a
+    ComfyUI lacking a symbol SeaCache needs (:mod:`..comfy_internals`) fail here. ``seam_order`` takes the seam's
+    Newton order."""
+    require(SEACACHE, "SeaCache Apply")
+    if settings.config.gate in FIRST_BLOCK_GATES:
+        require(FIRST_BLOCK, f"SeaCache Apply's gate {settings.config.gate!r}")
     patched = model.clone()
     remove_seacache(patched)
     refuse_other_caches(patched, patched.model_options)

@@ -4,14 +4,34 @@ from __future__ import annotations
 
 from PIL import Image, ImageDraw
 
+NOT_APPLIED = ("SeaCache: not applied (no SeaCache Apply on this MODEL: bypassed, removed or not connected); "
+               "the latent passed through unchanged.")
+"""Stats' one line for a MODEL without SeaCache: the graph ran as if SeaCache had never been in it."""
 COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 140, 150)}
 THRESHOLD_COLOR = (231, 76, 60)
 
 
-def frontend_report(report: dict | None) -> dict:
-    """The report the Stats node sends the frontend, with the chart's colors (the one home of them)."""
+def frontend_report(report: dict | None, note: str | None = None) -> dict:
+    """The report the Stats node sends the frontend, with the chart's colors (the one home of them) and the one
+    line the canvas shows instead of the counts where there is one (``note``, else :func:`no_reuse_note`)."""
     colors = {**COLORS, "threshold": THRESHOLD_COLOR}
-    return {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
+    sent = {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
+    note = note or no_reuse_note(report)
+    return sent if note is None else {**sent, "note": note}
+
+
+def no_reuse_note(report: dict | None) -> str | None:
+    """The one line for a run that reused no call, None when it reused some (or there is none): why, as the run
+    says (``nothing_reused``, seacache_core/stats.py), unless no call reached the seam or caching stopped."""
+    if not report or report.get("reused"):
+        return None
+    if not report.get("calls"):
+        why = f"no model call reached the seam ({report.get('uncached_calls', 0)} ran whole)"
+    elif report.get("stopped"):
+        why = f"caching stopped {report['stopped']}"
+    else:
+        why = report["nothing_reused"]
+    return f"SeaCache reused 0 of {report.get('calls', 0)} calls: {why}."
 
 
 def summary_text(report: dict | None) -> str:
@@ -35,17 +55,20 @@ def summary_text(report: dict | None) -> str:
     return text
 
 
-def render_timeline(report: dict | None, width: int = 960, height: int = 320) -> Image.Image:
-    """One bar per gated call, its height the accumulated distance over the threshold (dashed at 1)."""
+def render_timeline(report: dict | None, width: int = 960, height: int = 320, note: str | None = None) -> Image.Image:
+    """One bar per gated call, its height the accumulated distance over the threshold (dashed at 1); under the
+    header, why the run reused nothing (:func:`no_reuse_note`); without records, ``note``."""
     img = Image.new("RGB", (width, height), (24, 24, 28))
     draw = ImageDraw.Draw(img)
     left, right, top, bottom = 48, width - 12, 34, height - 30
     if not report or not report["records"]:
-        draw.text((left, height // 2), "SeaCache: no run recorded yet", fill=(220, 220, 220))
+        draw.text((left, height // 2), note or "SeaCache: no run recorded yet", fill=(220, 220, 220))
         return img
     records, threshold = report["records"], report.get("threshold") or 0.0
     setting = f"target {report['speedup_target']:g}x" if report.get("speedup_target") else f"threshold {threshold}"
     draw.text((left, 8), f"reused {report['reused']}/{report['calls']}  ~{report['speedup']:.2f}x  {setting}", fill=(230, 230, 230))
+    if no_reuse_note(report):
+        draw.text((left, 21), no_reuse_note(report), fill=(230, 230, 230))
     x = left
     for name, color in COLORS.items():
         draw.rectangle((right - 250 + (x - left), 10, right - 242 + (x - left), 18), fill=color)

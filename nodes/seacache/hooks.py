@@ -11,6 +11,7 @@ import threading
 from contextlib import nullcontext
 from functools import partial
 
+import comfy.model_management
 import comfy.patcher_extension
 import torch
 
@@ -227,8 +228,9 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
 
 
 def log_run(model_name: str, report: dict) -> None:
-    """One INFO line per run (model, seam, calls, ran, reused, speedup) and one warning when calls missed the seam
-    and ran whole, uncached (otherwise only the Stats node would show a run that gained nothing)."""
+    """One INFO line per run (its status: completed, failed or interrupted; model, seam, calls, ran, reused,
+    speedup) and one warning when calls missed the seam and ran whole, uncached (otherwise only the Stats node would
+    show a run that gained nothing)."""
     log.info("SeaCache: %s run of %s, seam %s: %d calls, %d ran, %d reused, estimated stack speedup %.2fx",
              report["status"], model_name, report["seam"], report["calls"], report["ran"], report["reused"],
              report["speedup"])
@@ -260,6 +262,9 @@ def outer_sample_wrapper(executor, *args, **kwargs):
             out = executor(*args, **kwargs)
         status = "completed"
         return out
+    except comfy.model_management.InterruptProcessingException:
+        status = "interrupted"  # the user's cancel, not a failure
+        raise
     finally:
         settings.publish(run.report(status))
         run.gate.release()

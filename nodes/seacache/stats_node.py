@@ -10,17 +10,14 @@ import torch
 from comfy_api.latest import io
 
 from .settings import SETTINGS_OPTION
-from .chart import frontend_report, render_timeline, summary_text
+from .chart import NOT_APPLIED, frontend_report, render_timeline, summary_text
 
 
-def followed_report(model, prompt: dict | None = None, stats_id: str | None = None) -> dict | None:
+def followed_report(settings, prompt: dict | None = None, stats_id: str | None = None) -> dict | None:
     """The report of the sampling run whose latent reaches this Stats node: the nearest node upstream of its
-    ``samples`` input (in ComfyUI's prompt) that sampled with this SeaCache-patched model. Two samplers fed by
-    one SeaCache Apply thus report to their own Stats nodes. Without a prompt (called outside ComfyUI's
-    executor) or with no such run upstream: the latest run of the model (None before any run)."""
-    settings = model.model_options.get("transformer_options", {}).get(SETTINGS_OPTION)
-    if settings is None:
-        raise ValueError("SeaCache Stats needs the MODEL output of SeaCache Apply (the one the sampler used).")
+    ``samples`` input (in ComfyUI's prompt) that sampled with the MODEL of these SeaCache ``settings``. Two
+    samplers fed by one SeaCache Apply thus report to their own Stats nodes. Without a prompt (called outside
+    ComfyUI's executor) or with no such run upstream: the latest run of the model (None before any run)."""
     runs = dict(settings.runs)
     if prompt and runs and stats_id in prompt:
         queue, seen = [prompt[stats_id]["inputs"].get("samples")], set()
@@ -49,7 +46,9 @@ class SeaCacheStats(io.ComfyNode):
             description="Place after the sampler: passes the latent through and reports the SeaCache run that produced it.",
             inputs=[
                 io.Latent.Input("samples", tooltip="The sampler's output latent (passed through; it orders this node after sampling)."),
-                io.Model.Input("model", tooltip="The MODEL output of SeaCache Apply that the sampler used."),
+                io.Model.Input("model", optional=True,
+                               tooltip="The MODEL output of SeaCache Apply that the sampler used. Without SeaCache on "
+                                       "it (Apply bypassed or removed) the latent passes through and the node says so."),
             ],
             outputs=[
                 io.Latent.Output(display_name="samples"),
@@ -61,10 +60,16 @@ class SeaCacheStats(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, samples, model):
+    def execute(cls, samples, model=None):
+        """Never fails the prompt: a MODEL without SeaCache (Apply bypassed, removed, not connected) passes the
+        latent through with :data:`.chart.NOT_APPLIED` as summary and chart, so the rest of the graph runs as if
+        SeaCache had never been in it."""
+        settings = getattr(model, "model_options", {}).get("transformer_options", {}).get(SETTINGS_OPTION)
         hidden = cls.hidden
         prompt, unique_id = (hidden.prompt, hidden.unique_id) if hidden is not None else (None, None)
-        report = followed_report(model, prompt, None if unique_id is None else str(unique_id))
-        chart = render_timeline(report)
+        report = None if settings is None else followed_report(settings, prompt, None if unique_id is None else str(unique_id))
+        note = NOT_APPLIED if settings is None else None
+        chart = render_timeline(report, note=note)
         image = torch.from_numpy(np.asarray(chart, dtype=np.float32) / 255.0)[None]
-        return io.NodeOutput(samples, summary_text(report), image, ui={"seacache": [frontend_report(report)]})
+        summary = note or summary_text(report)
+        return io.NodeOutput(samples, summary, image, ui={"seacache": [frontend_report(report, note)]})
