@@ -1,7 +1,7 @@
 """The graphs users build with kijai/ComfyUI-KJNodes' model-patch nodes and SeaCache Apply, on ComfyUI's own tiny
 random-weight models and this pack's native Cosmos3: each patch node placed before SeaCache Apply (loader -> patch
 -> SeaCache Apply -> sampler) and after it (loader -> SeaCache Apply -> patch -> sampler), run as ComfyUI runs the
-node. Used by ``tests/test_comfy_kjnodes.py``; the pack is found and loaded by :mod:`.kjnodes_pack`.
+node. Used by ``tests/test_comfy_kjnodes.py``; the pack is found and loaded by :mod:`.ecosystem_packs`.
 
 :func:`measure` reports for one case and placement: whether threshold 0 is bit-identical to the graph without
 SeaCache (the patch alone), the error at SeaCache Apply's own defaults against that graph (relative L2 of the final

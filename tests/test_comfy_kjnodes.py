@@ -1,5 +1,5 @@
 """kijai/ComfyUI-KJNodes' model-patch nodes with SeaCache Apply (needs COMFYUI_PATH and the pack in
-$ECOSYSTEM_PACKS_PATH or ComfyUI's custom_nodes; tested at the commit ``kjnodes_pack.TESTED_COMMIT``), each placed
+$ECOSYSTEM_PACKS_PATH or ComfyUI's custom_nodes; tested at the commit of ``ecosystem_packs.KJNODES``), each placed
 before and after SeaCache Apply on ComfyUI's tiny Wan 2.1, HunyuanVideo, Flux, LTX-Video and LTX-2 and this pack's
 native Cosmos3, run as ComfyUI runs the nodes (``seacache_testing/kjnodes_cases.py``).
 
@@ -34,22 +34,18 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from seacache_testing import kjnodes_cases as cases
-from seacache_testing import kjnodes_pack, tiny_comfy_models
+from seacache_testing import ecosystem_packs, kjnodes_pack, tiny_comfy_models
 from seacache_testing.anymodel_runs import last_report
 from seacache_testing.comfy_runs import load_tiny
 
 
 @pytest.fixture(scope="module")
-def kj(comfy):
-    """ComfyUI with this pack and KJNodes loaded by ComfyUI's loader, one torch thread (tiny models)."""
-    from seacache_testing import comfyui_harness
-
-    path = kjnodes_pack.pack_path(comfy)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    yield kjnodes_pack.load_pack(comfy, path)
-    torch.set_num_threads(threads)
+def kj(comfy, pack):
+    """KJNodes loaded by ComfyUI's loader beside this pack (its ``pack`` fixture: one torch thread for the tiny
+    models); skips naming the pack and its commit where it is missing or does not load."""
+    why = ecosystem_packs.load(comfy, ecosystem_packs.KJNODES)
+    if why:
+        pytest.skip(why)
 
 
 class Models:
@@ -94,7 +90,7 @@ def test_patch_composes_before_and_after_seacache_apply(comfy, kj, models, case,
     with an error within 1.5x of SeaCache alone's on the same model."""
     registered_or_skip(comfy, case.node, case.model)
     model, sampling, alone = models.get(case.model)
-    with kjnodes_pack.counting(kj, case.kernel, kjnodes_pack.KernelCalls()):
+    with kjnodes_pack.counting(comfy, case.node, case.kernel, kjnodes_pack.KernelCalls()):
         row = cases.measure(comfy, case, model, sampling, placement, alone)
     print(row)
     assert row["exact"], "threshold 0 must be bit-identical to the same graph without SeaCache"
@@ -116,7 +112,7 @@ def test_attention_replacement_runs_on_every_computed_stack_call(comfy, kj, mode
     calls = kjnodes_pack.KernelCalls()
     stack = kjnodes_pack.StackLayers(model.model.diffusion_model, calls)
     try:
-        with kjnodes_pack.counting(kj, case.kernel, calls):
+        with kjnodes_pack.counting(comfy, case.node, case.kernel, calls):
             sampling.run(cases.patch(comfy, case, model, sampling))
             per_layer, outside, layers_plain = stack.inside / stack.runs, calls.calls - stack.inside, stack.runs
             assert stack.inside > 0 and per_layer == int(per_layer), (stack.inside, stack.runs)
