@@ -42,7 +42,7 @@ class Sampling:
 
 def core_sampling(ns, name: str) -> Sampling:
     """A tiny core model's sampling: CFG 5, euler, 20 steps (``anymodel_runs.sample``)."""
-    spec = tiny_comfy_models.SPECS[name]
+    spec = tiny_comfy_models.spec_of(name)
     return Sampling(lambda model: sample(ns, model, spec, steps=STEPS, cfg=CFG),
                     tiny_comfy_models.empty_latent(spec), tiny_comfy_models.conditioning(spec, seed=5))
 

@@ -12,7 +12,10 @@ native Cosmos3, run as ComfyUI runs the nodes (``seacache_testing/kjnodes_cases.
 - torch.compile nodes (a graph-counting ``aot_eager`` backend in place of inductor): decisions and output equal
   SeaCache uncompiled, also when TorchCompileModelAdvanced compiles the whole model with its guard filter, which
   ignores changes to ``transformer_options`` (on ComfyUI 0.3.64 that failed inside the model before the block seam's
-  patch was kept out of the traced graphs).
+  patch was kept out of the traced graphs); and when SeaCache stops caching mid-run under that compile, on each seam
+  that reads the call inside the model (the native Cosmos3's generator stack, Wan's block stack, Lumina 2's
+  diffusion-model call), the run ends exact (it failed with KeyError 'seacache_call' before those hooks were kept out
+  of the traced graphs too).
 - KJNodes' memory-factor override and SeaCache's residual history are both in ComfyUI's memory estimate.
 - Nodes that do nothing or fail on their own at this commit (``WanVideoTeaCacheKJ``, ``SkipLayerGuidanceWanVideo``)
   do the same with SeaCache.
@@ -28,6 +31,8 @@ relative error below 1e-3 as in tests/test_cuda.py); ModelMemoryUseReportPatch (
 """
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 import torch
@@ -154,6 +159,12 @@ def decisions(model) -> list[str]:
     return [record["decision"] for record in last_report(model)["records"]]
 
 
+def compile_node(comfy, node: str, model, backend, **inputs):
+    """``model`` through the torch.compile node ``node`` at :data:`COMPILE_DEFAULTS` (``inputs`` added), compiling
+    with ``backend``, run as ComfyUI runs the node."""
+    return comfy.run_node(node, model=model, backend=backend, **COMPILE_DEFAULTS[node], **inputs).outputs[0]
+
+
 @pytest.mark.parametrize("node,name,inputs", COMPILE_CASES, ids=[f"{n} on {m} {i}" for n, m, i in COMPILE_CASES])
 def test_torch_compile_nodes_compose(comfy, kj, models, node, name, inputs):
     """The node run as ComfyUI runs it with a graph-counting ``aot_eager`` backend in place of inductor (minutes to
@@ -166,7 +177,7 @@ def test_torch_compile_nodes_compose(comfy, kj, models, node, name, inputs):
     counter = CompileCounterWithBackend("aot_eager")
 
     def compiled(m):
-        return comfy.run_node(node, model=m, backend=counter, **COMPILE_DEFAULTS[node], **inputs).outputs[0]
+        return compile_node(comfy, node, m, counter, **inputs)
 
     eager = cases.seacache_apply(comfy, model)
     eager_out = sampling.run(eager)
@@ -183,6 +194,51 @@ def test_torch_compile_nodes_compose(comfy, kj, models, node, name, inputs):
     print(f"{node} {inputs} on {name}: {counter.frame_count} graphs compiled")
     assert (counter.frame_count == 0) == (name == cases.COSMOS3 and inputs.get("compile_transformer_blocks_only"))
     torch._dynamo.reset()
+
+
+STOP_AT = 5
+"""The decision at which SeaCache's own code fails in the stop test: the calls before it pass the seam."""
+
+
+@pytest.mark.parametrize("name", (cases.COSMOS3, cases.WAN, "lumina2"))
+def test_caching_stopped_mid_run_under_a_whole_model_compile(comfy, pack, kj, models, monkeypatch, name):
+    """SeaCache's own code failing during sampling stops caching and the run still ends, also when
+    TorchCompileModelAdvanced compiles the whole model after SeaCache Apply: its guard filter ignores
+    ``transformer_options``, so a seam hook traced into the compiled graphs would take the path of the gated calls
+    before the stop on the later calls, which carry no SeaCache call. One model per seam hook that reads the call
+    inside the model: the native Cosmos3's generator stack, Wan's block stack, and Lumina 2's diffusion-model call
+    (its forward hands ``transformer_options`` on by keyword). Threshold 0: bit-identical to the compiled graph
+    without SeaCache, with the report of the same run uncompiled. The Cosmos3 and Lumina 2 runs failed with
+    KeyError 'seacache_call' on ComfyUI 0.3.64 and 0.33 before their hooks were kept out of the traced graphs."""
+    model, sampling, _ = models.get(name)
+    run_module = sys.modules[f"{pack.__name__}.seacache_core.run"]
+    decide, decided = run_module.SeaCacheRun.decide, []
+
+    def failing_at_stop(self, *args, **kwargs):
+        decided.append(len(decided) + 1)
+        if decided[-1] == STOP_AT:
+            raise RuntimeError("injected failure")
+        return decide(self, *args, **kwargs)
+
+    monkeypatch.setattr(run_module.SeaCacheRun, "decide", failing_at_stop)
+    eager = cases.seacache_apply(comfy, model, threshold=0.0)
+    sampling.run(eager)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    whole = dict(compile_transformer_blocks_only=False)
+    plain = sampling.run(compile_node(comfy, "TorchCompileModelAdvanced", model, counter, **whole))
+    decided.clear()
+    cached = compile_node(comfy, "TorchCompileModelAdvanced", cases.seacache_apply(comfy, model, threshold=0.0),
+                          counter, **whole)
+    out = sampling.run(cached)
+    torch._dynamo.reset()
+    report, expected = last_report(cached), last_report(eager)
+    print(f"{name}: {report['seam']}, {counter.frame_count} graphs; {report['calls']} calls passed the seam, "
+          f"{report['uncached_calls']} ran whole after the stop")
+    assert counter.frame_count > 0 and torch.equal(out, plain)
+    assert "RuntimeError: injected failure" in report["stopped"] and report["calls"] == STOP_AT - 1
+    assert [report[key] for key in ("stopped", "calls", "uncached_calls")] == \
+        [expected[key] for key in ("stopped", "calls", "uncached_calls")]
 
 
 @pytest.mark.parametrize("placement", cases.PLACEMENTS)

@@ -6,6 +6,7 @@ after the latent), extrapolated on reused calls; the whole network is skipped.""
 from __future__ import annotations
 
 import comfy.patcher_extension
+import torch
 
 from .base import CALL_OPTION, RUN_OPTION, WRAPPER_KEY, Seam, SeamCall
 
@@ -19,6 +20,7 @@ def _options(args, kwargs) -> dict:
     return next((a for a in args if isinstance(a, dict) and CALL_OPTION in a), {})
 
 
+@torch.compiler.disable(recursive=False)  # untraced: a compile ignoring transformer_options (KJNodes) would replay one call's path
 def diffusion_call_seam(executor, x, *args, **kwargs):
     """Skip the whole diffusion model on a reused call; record output minus input on a computed one. A model whose
     output does not match its input latent is not entered (the call runs whole and uncached)."""
