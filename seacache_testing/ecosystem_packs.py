@@ -11,6 +11,10 @@ ComfyUI's own loader. Their code is never part of this repository.
   so that later tests run on ComfyUI's own. It expects every core node file ComfyUI loads before custom nodes (it
   wraps ``TripleCLIPLoader`` and ``QuadrupleCLIPLoader``), registers its GGUF loaders only where ComfyUI-GGUF is
   in a ``custom_nodes`` folder, and imports ``comfy.memory_management`` (ComfyUI 0.33; 0.3.64 has none).
+- kijai/ComfyUI-KJNodes: the model-patch nodes users chain with a step cache (attention overrides, torch.compile,
+  Enhance-A-Video ...). Its LTXV module reads ``server.PromptServer.instance`` at import (a running server has one,
+  a headless session none) and its ``__init__`` adds a static route when the server's router is not frozen: it is
+  loaded with :func:`headless_server` in place, so those nodes register as on a real server and no route is added.
 
 Torch and ComfyUI are imported only when a function runs.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +34,8 @@ ECOSYSTEM_PACKS_ENV = "ECOSYSTEM_PACKS_PATH"
 @dataclass(frozen=True)
 class EcosystemPack:
     """One pack: its folder name, repository and the commit tested, a node id it registers (to tell it loaded), the
-    comfy_extras files it needs loaded first, the packs it builds on and the ComfyUI modules it imports that older
-    ComfyUI lacks."""
+    comfy_extras files it needs loaded first, the packs it builds on, the ComfyUI modules it imports that older
+    ComfyUI lacks, and whether it reads ComfyUI's server at import (loaded with :func:`headless_server` then)."""
 
     folder: str
     repo: str
@@ -39,6 +44,7 @@ class EcosystemPack:
     core_node_files: tuple[str, ...] = ()
     needs: tuple[EcosystemPack, ...] = ()
     comfy_modules: tuple[str, ...] = ()
+    reads_server: bool = False
 
     @property
     def label(self) -> str:
@@ -50,6 +56,8 @@ GGUF = EcosystemPack("ComfyUI-GGUF", "city96/ComfyUI-GGUF", "795e45156ece99afbc3
 MULTIGPU = EcosystemPack("ComfyUI-MultiGPU", "pollockjj/ComfyUI-MultiGPU", "a38cbda5fb64232bfa67867d55ae473d2c44d54e",
                          "UnetLoaderGGUFDisTorch2MultiGPU", ("nodes_sd3.py", "nodes_hidream.py"), (GGUF,),
                          ("comfy.memory_management",))
+KJNODES = EcosystemPack("ComfyUI-KJNodes", "kijai/ComfyUI-KJNodes", "3f20054214fec9f9234fd3841ae6f1e4287948f6",
+                        "PathchSageAttentionKJ", reads_server=True)
 
 MULTIGPU_PATCH_POINTS = (
     ("comfy.model_management", "get_torch_device"),
@@ -69,6 +77,25 @@ samplers, at its first DisTorch load ``load_models_gpu`` and ``partially_load`` 
 def packs_root(ns) -> Path:
     """``$ECOSYSTEM_PACKS_PATH``, else the session ComfyUI's custom_nodes folder."""
     return Path(os.environ.get(ECOSYSTEM_PACKS_ENV) or ns.path / "custom_nodes")
+
+
+@contextlib.contextmanager
+def headless_server():
+    """A stand-in ``PromptServer.instance`` with a frozen router (no route is added) that drops messages, in place
+    inside the block only when ComfyUI has none."""
+    import server
+
+    if "instance" in vars(server.PromptServer):
+        yield server.PromptServer.instance
+        return
+    router = types.SimpleNamespace(frozen=True)
+    server.PromptServer.instance = types.SimpleNamespace(
+        app=types.SimpleNamespace(router=router), client_id=None, last_node_id=None,
+        send_sync=lambda *args, **kwargs: None, send_progress_text=lambda *args, **kwargs: None)
+    try:
+        yield server.PromptServer.instance
+    finally:
+        del server.PromptServer.instance
 
 
 def load(ns, pack: EcosystemPack) -> str | None:
@@ -94,7 +121,8 @@ def load(ns, pack: EcosystemPack) -> str | None:
     ns.load_extra_nodes(*pack.core_node_files)
     loaded = ns.__dict__.setdefault("custom_node_folders", {})
     if str(folder) not in loaded:
-        loaded[str(folder)] = _run(ns.nodes.load_custom_node(str(folder), module_parent="custom_nodes"))
+        with headless_server() if pack.reads_server else contextlib.nullcontext():
+            loaded[str(folder)] = _run(ns.nodes.load_custom_node(str(folder), module_parent="custom_nodes"))
     if pack.node_id not in ns.nodes.NODE_CLASS_MAPPINGS:
         return f"{pack.label} did not load in ComfyUI {ns.version} (its import error is in the log above)"
     return None

@@ -1,7 +1,7 @@
 """The graphs users build with kijai/ComfyUI-KJNodes' model-patch nodes and SeaCache Apply, on ComfyUI's own tiny
 random-weight models and this pack's native Cosmos3: each patch node placed before SeaCache Apply (loader -> patch
 -> SeaCache Apply -> sampler) and after it (loader -> SeaCache Apply -> patch -> sampler), run as ComfyUI runs the
-node. Used by ``tests/test_comfy_kjnodes.py``; the pack is found and loaded by :mod:`.kjnodes_pack`.
+node. Used by ``tests/test_comfy_kjnodes.py``; the pack is found and loaded by :mod:`.ecosystem_packs`.
 
 :func:`measure` reports for one case and placement: whether threshold 0 is bit-identical to the graph without
 SeaCache (the patch alone), the error at SeaCache Apply's own defaults against that graph (relative L2 of the final
@@ -42,7 +42,7 @@ class Sampling:
 
 def core_sampling(ns, name: str) -> Sampling:
     """A tiny core model's sampling: CFG 5, euler, 20 steps (``anymodel_runs.sample``)."""
-    spec = tiny_comfy_models.SPECS[name]
+    spec = tiny_comfy_models.spec_of(name)
     return Sampling(lambda model: sample(ns, model, spec, steps=STEPS, cfg=CFG),
                     tiny_comfy_models.empty_latent(spec), tiny_comfy_models.conditioning(spec, seed=5))
 

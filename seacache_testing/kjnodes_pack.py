@@ -1,15 +1,6 @@
-"""kijai/ComfyUI-KJNodes, the model-patch nodes users chain with a step cache, for integration tests: where the pack
-is, how ComfyUI loads it, CPU stand-ins for the CUDA kernels its attention patches call, and the graphs users build
-with each patch before and after SeaCache Apply.
-
-The pack is never part of this repository. Its folder is ``$ECOSYSTEM_PACKS_PATH/ComfyUI-KJNodes`` (the folder the
-other ecosystem packs share) or ``<ComfyUI>/custom_nodes/ComfyUI-KJNodes``; tests skip, naming the pack and the
-commit tested, when neither exists.
-
-Loading: the pack's LTXV module reads ``server.PromptServer.instance`` at import (ComfyUI's running server has
-one; a headless session has none) and its ``__init__`` adds a static route when the server's router is not frozen.
-:func:`load_pack` loads it with ComfyUI's own loader while a stand-in server with a frozen router is in place, so
-those nodes register as on a real server and no route is added.
+"""kijai/ComfyUI-KJNodes, the model-patch nodes users chain with a step cache, for integration tests: CPU
+stand-ins for the CUDA kernels its attention patches call, counters of the attention they run, and the stack layers
+those run in. Where the pack lives and how ComfyUI loads it: :data:`.ecosystem_packs.KJNODES`.
 
 CUDA kernels: the attention patches run the pack's own code (its node, its override or forward functions); only
 the kernel they end in is replaced by a counting stand-in computing the same attention with torch SDPA:
@@ -21,71 +12,11 @@ out) with the ``_cuda_archs`` gate its memory-efficient Sage nodes check.
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 from contextlib import contextmanager
-from pathlib import Path
 
 import torch
-
-PACKS_ENV = "ECOSYSTEM_PACKS_PATH"
-PACK_FOLDER = "ComfyUI-KJNodes"
-SOURCE = "kijai/ComfyUI-KJNodes"
-TESTED_COMMIT = "3f20054214fec9f9234fd3841ae6f1e4287948f6"
-
-
-def pack_path(comfy) -> Path:
-    """The pack's folder, or skip the calling test naming the pack, its commit and where it was looked for."""
-    import pytest
-
-    root = os.environ.get(PACKS_ENV, "").strip()
-    path = Path(root) / PACK_FOLDER if root else Path(comfy.path) / "custom_nodes" / PACK_FOLDER
-    if not (path / "nodes" / "model_optimization_nodes.py").is_file():
-        pytest.skip(f"{SOURCE} (tested at {TESTED_COMMIT}) was not found at {path}: set {PACKS_ENV} to the folder "
-                    f"holding {PACK_FOLDER}, or place it in ComfyUI's custom_nodes")
-    return path
-
-
-@contextmanager
-def headless_server():
-    """A stand-in ``PromptServer.instance`` with a frozen router (no route is added) that drops messages, in place
-    inside the block only when ComfyUI has none."""
-    import server
-
-    if "instance" in vars(server.PromptServer):
-        yield server.PromptServer.instance
-        return
-    router = types.SimpleNamespace(frozen=True)
-    server.PromptServer.instance = types.SimpleNamespace(
-        app=types.SimpleNamespace(router=router), client_id=None, last_node_id=None,
-        send_sync=lambda *args, **kwargs: None, send_progress_text=lambda *args, **kwargs: None)
-    try:
-        yield server.PromptServer.instance
-    finally:
-        del server.PromptServer.instance
-
-
-def load_pack(comfy, path: Path):
-    """Register the pack's nodes with ComfyUI's own custom-node loader (once per session); its package module."""
-    name = str(path).replace(".", "_x_")
-    if name not in sys.modules:
-        from .comfyui_harness import _run
-
-        with headless_server():
-            loaded = _run(comfy.nodes.load_custom_node(str(path), module_parent="custom_nodes"))
-        assert loaded, f"ComfyUI could not load {path}"
-    return sys.modules[name]
-
-
-def submodule(package, relname: str):
-    """``<pack>.<relname>`` (e.g. ``nodes.ltxv_nodes``) as ComfyUI imported it; None where it failed to import."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{package.__name__}.{relname}")
-    except Exception:  # noqa: BLE001 - the pack logs its own import errors; the caller skips with a reason
-        return None
 
 
 class KernelCalls:
@@ -175,17 +106,20 @@ def sparse_attention_calls(optimization_nodes, calls: KernelCalls):
 
 
 @contextmanager
-def counting(package, kernel: str | None, calls: KernelCalls):
-    """The stand-in or counter a case's ``kernel`` names, in place inside the block (nothing for None)."""
+def counting(ns, node: str, kernel: str | None, calls: KernelCalls):
+    """The stand-in or counter a case's ``kernel`` names, in place inside the block (nothing for None). The
+    quantized kernel and the sparse attention are patched in the pack module defining the case's ``node`` (its
+    LTXV module, its optimization module), as ComfyUI imported it."""
     if kernel is None:
         yield calls
         return
+    module = sys.modules[ns.nodes.NODE_CLASS_MAPPINGS[node].__module__]
     if kernel == "modules":
         context = kernel_modules(calls)
     elif kernel == "quantized":
-        context = quantized_sage_kernel(submodule(package, "nodes.ltxv_nodes"), calls)
+        context = quantized_sage_kernel(module, calls)
     else:
-        context = sparse_attention_calls(submodule(package, "nodes.model_optimization_nodes"), calls)
+        context = sparse_attention_calls(module, calls)
     with context:
         yield calls
 

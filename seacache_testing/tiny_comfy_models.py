@@ -1,5 +1,5 @@
 """Tiny random-weight versions of ComfyUI's own core models (Wan 2.1/2.2, HunyuanVideo, LTX-Video, LTX-2, Flux,
-Qwen-Image), built through ComfyUI's model configs (``comfy.supported_models``) on the CPU.
+Qwen-Image, Lumina 2), built through ComfyUI's model configs (``comfy.supported_models``) on the CPU.
 
 Each spec gives the config class and a superset of constructor arguments; arguments a ComfyUI version does not
 know are dropped by inspecting the model class (or its params dataclass), so one spec builds on 0.3.64 and 0.33.
@@ -76,6 +76,16 @@ CONTROL_SPECS = {
                                   (16, 3, 8, 8), 4096),
 }
 
+# A model SeaCache serves through the diffusion-model call (no block seam) whose forward hands transformer_options to
+# the DIFFUSION_MODEL wrappers as a keyword argument: Lumina 2's NextDiT (newer ComfyUI's Z-Image uses the class too).
+CALL_SEAM_SPECS = {
+    "lumina2": TinySpec("Lumina2", ("comfy.ldm.lumina.model", "NextDiT"),
+                        dict(image_model="lumina2", patch_size=2, in_channels=16, dim=64, n_layers=2, n_refiner_layers=1,
+                             n_heads=2, n_kv_heads=2, multiple_of=16, norm_eps=1e-5, qk_norm=True, cap_feat_dim=64,
+                             axes_dims=(8, 12, 12), axes_lens=(64, 64, 64)),
+                        (16, 16, 16), 64, family="image", attention_mask=True),
+}
+
 # A larger Wan and Flux for the benchmark, where the block stack dominates a call.
 MEDIUM = {
     "wan21_t2v": dataclasses.replace(SPECS["wan21_t2v"], unet={**SPECS["wan21_t2v"].unet, "dim": 384, "ffn_dim": 1536, "num_heads": 3, "num_layers": 6}, latent=(16, 3, 16, 16)),
@@ -108,6 +118,11 @@ def randomize(module: torch.nn.Module, seed: int) -> None:
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
 
 
+def spec_of(name: str) -> TinySpec:
+    """The spec ``name`` of :data:`SPECS`, :data:`CONTROL_SPECS` or :data:`CALL_SEAM_SPECS`."""
+    return {**SPECS, **CONTROL_SPECS, **CALL_SEAM_SPECS}[name]
+
+
 def missing(name: str) -> str | None:
     """Why this ComfyUI cannot build model ``name`` (its class, or NestedTensor latents for audio-video models),
     None when it can."""
@@ -125,7 +140,7 @@ def build(name: str | TinySpec, seed: int = 0, medium: bool = False):
     import comfy.model_patcher
     import comfy.supported_models
 
-    spec = name if isinstance(name, TinySpec) else MEDIUM[name] if medium else {**SPECS, **CONTROL_SPECS}[name]
+    spec = name if isinstance(name, TinySpec) else MEDIUM[name] if medium else spec_of(name)
     module, class_name = spec.model_class
     unet = accepted_arguments(spec.unet, getattr(importlib.import_module(module), class_name))
     config = getattr(comfy.supported_models, spec.config)(unet)

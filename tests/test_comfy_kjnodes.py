@@ -1,5 +1,5 @@
 """kijai/ComfyUI-KJNodes' model-patch nodes with SeaCache Apply (needs COMFYUI_PATH and the pack in
-$ECOSYSTEM_PACKS_PATH or ComfyUI's custom_nodes; tested at the commit ``kjnodes_pack.TESTED_COMMIT``), each placed
+$ECOSYSTEM_PACKS_PATH or ComfyUI's custom_nodes; tested at the commit of ``ecosystem_packs.KJNODES``), each placed
 before and after SeaCache Apply on ComfyUI's tiny Wan 2.1, HunyuanVideo, Flux, LTX-Video and LTX-2 and this pack's
 native Cosmos3, run as ComfyUI runs the nodes (``seacache_testing/kjnodes_cases.py``).
 
@@ -12,7 +12,10 @@ native Cosmos3, run as ComfyUI runs the nodes (``seacache_testing/kjnodes_cases.
 - torch.compile nodes (a graph-counting ``aot_eager`` backend in place of inductor): decisions and output equal
   SeaCache uncompiled, also when TorchCompileModelAdvanced compiles the whole model with its guard filter, which
   ignores changes to ``transformer_options`` (on ComfyUI 0.3.64 that failed inside the model before the block seam's
-  patch was kept out of the traced graphs).
+  patch was kept out of the traced graphs); and when SeaCache stops caching mid-run under that compile, on each seam
+  that reads the call inside the model (the native Cosmos3's generator stack, Wan's block stack, Lumina 2's
+  diffusion-model call), the run ends exact (it failed with KeyError 'seacache_call' before those hooks were kept out
+  of the traced graphs too).
 - KJNodes' memory-factor override and SeaCache's residual history are both in ComfyUI's memory estimate.
 - Nodes that do nothing or fail on their own at this commit (``WanVideoTeaCacheKJ``, ``SkipLayerGuidanceWanVideo``)
   do the same with SeaCache.
@@ -29,27 +32,25 @@ relative error below 1e-3 as in tests/test_cuda.py); ModelMemoryUseReportPatch (
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from seacache_testing import kjnodes_cases as cases
-from seacache_testing import kjnodes_pack, tiny_comfy_models
+from seacache_testing import ecosystem_packs, kjnodes_pack, tiny_comfy_models
 from seacache_testing.anymodel_runs import last_report
 from seacache_testing.comfy_runs import load_tiny
 
 
 @pytest.fixture(scope="module")
-def kj(comfy):
-    """ComfyUI with this pack and KJNodes loaded by ComfyUI's loader, one torch thread (tiny models)."""
-    from seacache_testing import comfyui_harness
-
-    path = kjnodes_pack.pack_path(comfy)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    comfyui_harness.load_pack_with_comfyui_loader(comfy)
-    yield kjnodes_pack.load_pack(comfy, path)
-    torch.set_num_threads(threads)
+def kj(comfy, pack):
+    """KJNodes loaded by ComfyUI's loader beside this pack (its ``pack`` fixture: one torch thread for the tiny
+    models); skips naming the pack and its commit where it is missing or does not load."""
+    why = ecosystem_packs.load(comfy, ecosystem_packs.KJNODES)
+    if why:
+        pytest.skip(why)
 
 
 class Models:
@@ -94,7 +95,7 @@ def test_patch_composes_before_and_after_seacache_apply(comfy, kj, models, case,
     with an error within 1.5x of SeaCache alone's on the same model."""
     registered_or_skip(comfy, case.node, case.model)
     model, sampling, alone = models.get(case.model)
-    with kjnodes_pack.counting(kj, case.kernel, kjnodes_pack.KernelCalls()):
+    with kjnodes_pack.counting(comfy, case.node, case.kernel, kjnodes_pack.KernelCalls()):
         row = cases.measure(comfy, case, model, sampling, placement, alone)
     print(row)
     assert row["exact"], "threshold 0 must be bit-identical to the same graph without SeaCache"
@@ -116,7 +117,7 @@ def test_attention_replacement_runs_on_every_computed_stack_call(comfy, kj, mode
     calls = kjnodes_pack.KernelCalls()
     stack = kjnodes_pack.StackLayers(model.model.diffusion_model, calls)
     try:
-        with kjnodes_pack.counting(kj, case.kernel, calls):
+        with kjnodes_pack.counting(comfy, case.node, case.kernel, calls):
             sampling.run(cases.patch(comfy, case, model, sampling))
             per_layer, outside, layers_plain = stack.inside / stack.runs, calls.calls - stack.inside, stack.runs
             assert stack.inside > 0 and per_layer == int(per_layer), (stack.inside, stack.runs)
@@ -158,6 +159,12 @@ def decisions(model) -> list[str]:
     return [record["decision"] for record in last_report(model)["records"]]
 
 
+def compile_node(comfy, node: str, model, backend, **inputs):
+    """``model`` through the torch.compile node ``node`` at :data:`COMPILE_DEFAULTS` (``inputs`` added), compiling
+    with ``backend``, run as ComfyUI runs the node."""
+    return comfy.run_node(node, model=model, backend=backend, **COMPILE_DEFAULTS[node], **inputs).outputs[0]
+
+
 @pytest.mark.parametrize("node,name,inputs", COMPILE_CASES, ids=[f"{n} on {m} {i}" for n, m, i in COMPILE_CASES])
 def test_torch_compile_nodes_compose(comfy, kj, models, node, name, inputs):
     """The node run as ComfyUI runs it with a graph-counting ``aot_eager`` backend in place of inductor (minutes to
@@ -170,7 +177,7 @@ def test_torch_compile_nodes_compose(comfy, kj, models, node, name, inputs):
     counter = CompileCounterWithBackend("aot_eager")
 
     def compiled(m):
-        return comfy.run_node(node, model=m, backend=counter, **COMPILE_DEFAULTS[node], **inputs).outputs[0]
+        return compile_node(comfy, node, m, counter, **inputs)
 
     eager = cases.seacache_apply(comfy, model)
     eager_out = sampling.run(eager)
@@ -187,6 +194,51 @@ def test_torch_compile_nodes_compose(comfy, kj, models, node, name, inputs):
     print(f"{node} {inputs} on {name}: {counter.frame_count} graphs compiled")
     assert (counter.frame_count == 0) == (name == cases.COSMOS3 and inputs.get("compile_transformer_blocks_only"))
     torch._dynamo.reset()
+
+
+STOP_AT = 5
+"""The decision at which SeaCache's own code fails in the stop test: the calls before it pass the seam."""
+
+
+@pytest.mark.parametrize("name", (cases.COSMOS3, cases.WAN, "lumina2"))
+def test_caching_stopped_mid_run_under_a_whole_model_compile(comfy, pack, kj, models, monkeypatch, name):
+    """SeaCache's own code failing during sampling stops caching and the run still ends, also when
+    TorchCompileModelAdvanced compiles the whole model after SeaCache Apply: its guard filter ignores
+    ``transformer_options``, so a seam hook traced into the compiled graphs would take the path of the gated calls
+    before the stop on the later calls, which carry no SeaCache call. One model per seam hook that reads the call
+    inside the model: the native Cosmos3's generator stack, Wan's block stack, and Lumina 2's diffusion-model call
+    (its forward hands ``transformer_options`` on by keyword). Threshold 0: bit-identical to the compiled graph
+    without SeaCache, with the report of the same run uncompiled. The Cosmos3 and Lumina 2 runs failed with
+    KeyError 'seacache_call' on ComfyUI 0.3.64 and 0.33 before their hooks were kept out of the traced graphs."""
+    model, sampling, _ = models.get(name)
+    run_module = sys.modules[f"{pack.__name__}.seacache_core.run"]
+    decide, decided = run_module.SeaCacheRun.decide, []
+
+    def failing_at_stop(self, *args, **kwargs):
+        decided.append(len(decided) + 1)
+        if decided[-1] == STOP_AT:
+            raise RuntimeError("injected failure")
+        return decide(self, *args, **kwargs)
+
+    monkeypatch.setattr(run_module.SeaCacheRun, "decide", failing_at_stop)
+    eager = cases.seacache_apply(comfy, model, threshold=0.0)
+    sampling.run(eager)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    whole = dict(compile_transformer_blocks_only=False)
+    plain = sampling.run(compile_node(comfy, "TorchCompileModelAdvanced", model, counter, **whole))
+    decided.clear()
+    cached = compile_node(comfy, "TorchCompileModelAdvanced", cases.seacache_apply(comfy, model, threshold=0.0),
+                          counter, **whole)
+    out = sampling.run(cached)
+    torch._dynamo.reset()
+    report, expected = last_report(cached), last_report(eager)
+    print(f"{name}: {report['seam']}, {counter.frame_count} graphs; {report['calls']} calls passed the seam, "
+          f"{report['uncached_calls']} ran whole after the stop")
+    assert counter.frame_count > 0 and torch.equal(out, plain)
+    assert "RuntimeError: injected failure" in report["stopped"] and report["calls"] == STOP_AT - 1
+    assert [report[key] for key in ("stopped", "calls", "uncached_calls")] == \
+        [expected[key] for key in ("stopped", "calls", "uncached_calls")]
 
 
 @pytest.mark.parametrize("placement", cases.PLACEMENTS)

@@ -22,6 +22,7 @@ def block_view_of(model, hidden: torch.Tensor, inputs) -> torch.Tensor:
         return noisy_frames_view(model.layers[0].input_layernorm_moe_gen(hidden), inputs.grid, inputs.frame_is_clean)
 
 
+@torch.compiler.disable(recursive=False)  # untraced: a compile ignoring transformer_options (KJNodes) would replay one call's path
 def gen_stack_seam(executor, hidden, inputs):
     """Enter the stack (the predicted output on a reused call) or run it and leave it."""
     call: SeamCall | None = inputs.transformer_options.get(CALL_OPTION)

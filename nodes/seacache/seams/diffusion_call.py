@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 import comfy.patcher_extension
+import torch
 
 from .base import CALL_OPTION, WRAPPER_KEY, RunStart, Seam, SeamCall
 
@@ -19,6 +20,7 @@ def _options(args, kwargs) -> dict:
     return next((a for a in args if isinstance(a, dict) and CALL_OPTION in a), {})
 
 
+@torch.compiler.disable(recursive=False)  # untraced: a compile ignoring transformer_options (KJNodes) would replay one call's path
 def diffusion_call_seam(latent_channels: int, executor, x, *args, **kwargs):
     """Skip the diffusion model on a reused call; record output minus input on a computed one (an output that does not
     match the latent is not recorded: the call runs whole)."""
