@@ -136,8 +136,28 @@ def report(rows: list[dict], steps: int) -> None:
     print("| proxy, shift | target | " + " | ".join(label for label, *_ in RATIOS) + " |")
     print("| --- | --- | " + " | ".join("---:" for _ in RATIOS) + " |")
     for cell, target in dict.fromkeys((c, t) for c, _, t in results):
-        cells = [mv.ratio_cell(results, (cell, a, target), (cell, b, target), name) for _, name, a, b in RATIOS]
+        cells = [mv.ratio_text(mv.metric(results, (cell, a, target), name), mv.metric(results, (cell, b, target), name))
+                 for _, name, a, b in RATIOS]
         print(f"| {cell} | {speed_label(target, steps)} | " + " | ".join(cells) + " |")
+    print(against_floors(results, {(r["cell"], r["method"]): r for r in floor_rows}, steps))
+
+
+def against_floors(results: dict, floor: dict, steps: int) -> str:
+    """Each W8A8 variant against the floors, paired per pair [95% CI]: its error against the uncached W8A8 run over
+    the re-rounded W8A8 run's (how far above what any re-rounding gives), and its error and temporal error against
+    full precision over the uncached W8A8 run's (what the cache adds to quantization)."""
+    lines = ["\nW8A8 variants against the floors: error vs W8A8 / re-rounded W8A8's; error vs fp32 / uncached W8A8's; "
+             "temporal vs fp32 / uncached W8A8's (paired ratios [95% CI], pairs where the variant is lower)",
+             "| proxy, shift | target | variant | over the re-rounding floor | error added to W8A8's | flicker added to W8A8's |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    for (cell, method, target) in results:
+        if not method.startswith("w8a8"):
+            continue
+        rerounded, uncached = floor[(cell, "w8a8 re-rounded")]["metrics"], floor[(cell, "w8a8 uncached")]["metrics"]
+        cells = [mv.ratio_text(mv.metric(results, (cell, method, target), name), [m[name] for m in base])
+                 for name, base in (("error_w8a8", rerounded), ("error_fp32", uncached), ("temporal_fp32", uncached))]
+        lines.append(f"| {cell} | {speed_label(target, steps)} | {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> None:

@@ -24,7 +24,7 @@ import torch
 
 from seacache_testing.anymodel_runs import last_report
 from seacache_testing.pair_stats import geometric_mean, paired_ratio
-from seacache_testing.peer_comparison import asked_speeds, matched, seacache, speed_label
+from seacache_testing.peer_comparison import asked_speeds, at_target, matched, seacache, speed_label
 
 TARGETS = (17.5, 35 / 3)  # full calls of 35: 2x and 3x
 
@@ -90,22 +90,38 @@ def full_history():
 
 
 def measure(ns, cell, models: dict, variants: list[Variant], references: dict[str, torch.Tensor], pair: int,
-            sample: Callable, per_step: float, steps: int, targets=TARGETS) -> list[dict]:
-    """One pair of ``cell``: each variant at each asked speed, one row each (one pair's values);
+            sample: Callable, per_step: float, steps: int, targets=TARGETS, thresholds=()) -> list[dict]:
+    """One pair of ``cell``: each variant at each speed asked for ``targets`` (``thresholds``: at each of these
+    thresholds instead, SeaCache Apply's threshold mode), one row each (one pair's values);
     ``sample(model, pair) -> (stack runs, final latent)``; ``models[name]`` the MODELs, ``references`` the pair's
     uncached latents the metrics are taken against; full calls are stack runs over ``per_step``, the uncached
     run's per step."""
     frames = cell.arch.frames if cell.arch.decodes else None
+    knob, settings = ("threshold", thresholds) if thresholds else ("speedup", asked_speeds(steps, targets))
     rows = []
     for v in variants:
-        for speed in asked_speeds(steps, targets):
-            model = seacache("speedup", **v.inputs)(ns, models[v.model], speed)
+        for setting in settings:
+            model = seacache(knob, **v.inputs)(ns, models[v.model], setting)
             with v.context():
                 runs, x = sample(model, pair)
             timeline = "".join(r["decision"][0].upper() for r in last_report(model)["records"])
-            rows.append(dict(cell=cell.name, method=v.name, setting=speed, pairs=[pair], full=[runs / per_step],
+            rows.append(dict(cell=cell.name, method=v.name, setting=setting, pairs=[pair], full=[runs / per_step],
                              metrics=[errors(x, references, frames)], timelines=[timeline]))
     return rows
+
+
+def at_own_calls(rows: list[dict], base: str, setting: float) -> dict[tuple, list[dict]]:
+    """Per (cell, method) each pair's metrics at the full calls that method ``base`` made at ``setting`` on that pair
+    (``peer_comparison.at_target`` over the method's runs of the pair): every variant at the base's own speed."""
+    joined_rows = joined(rows)
+    calls = {(r["cell"], p): f for r in joined_rows if (r["method"], r["setting"]) == (base, setting)
+             for p, f in zip(r["pairs"], r["full"])}
+    runs: dict[tuple, dict] = {}
+    for r in joined_rows:
+        for p, f, m in zip(r["pairs"], r["full"], r["metrics"]):
+            runs.setdefault((r["cell"], r["method"]), {}).setdefault(p, []).append((f, m))
+    return {key: [at_target(found, calls[(key[0], p)])[0] for p, found in by_pair.items()]
+            for key, by_pair in runs.items()}
 
 
 LISTS = ("pairs", "full", "metrics", "timelines")
@@ -134,10 +150,10 @@ def metric(results: dict, key: tuple, name: str) -> list[float]:
     return [values[name] for values in results[key]["values"]]
 
 
-def ratio_cell(results: dict, a: tuple, b: tuple, name: str) -> str:
-    """Paired ratio of metric ``name`` of ``a`` over ``b``: "g [lo, hi] lower/pairs"."""
-    g, lo, hi, lower = paired_ratio(metric(results, a, name), metric(results, b, name))
-    return f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{results[a]['pairs']}"
+def ratio_text(a: list[float], b: list[float]) -> str:
+    """Paired ratio of per-pair values ``a`` over ``b``: "g [lo, hi] lower/pairs" (``pair_stats.paired_ratio``)."""
+    g, lo, hi, lower = paired_ratio(a, b)
+    return f"{g:.2f} [{lo:.2f}, {hi:.2f}] {lower}/{len(a)}"
 
 
 def level_table(results: dict, columns: list[str], steps: int = 35) -> str:

@@ -191,6 +191,9 @@ def test_bench_warmup_quick_compares_the_warmups_at_matched_speed(comfyui_path):
     for variant in ("warm-up 1", "warm-up 2", "order + 1 behind a reuse"):
         assert f"| Cosmos3 natural, shift 5, T2V | 5 (2x) | {variant} |" in out
     assert "| Cosmos3 natural, shift 5, T2V | order + 1 behind a reuse | 2 | F F F R" in out  # order 2: 3 computed
+    out = bench("bench_warmup", "--quick", "--thresholds", "0.13,0.3", comfyui=True)  # threshold mode
+    assert "| Cosmos3 natural, shift 5, T2V | " in out and "| order + 1 behind a reuse | " in out
+    assert "Threshold mode: every variant at the full calls warm-up 1 makes at threshold 0.13" in out
 
 
 def test_gpu_check_smoke_runs_the_comfyui_stage(comfyui_path, tmp_path):
