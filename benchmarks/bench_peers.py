@@ -118,6 +118,7 @@ class Cosmos3Proxy:
     name: str
     decodes: bool  # its latent is the natural PCA map, which decodes exactly to RGB
     model: object = None
+    weight_dtype: str = "default"  # the Cosmos3 Loader's (bench_fp8 loads the proxies with fp8_e4m3fn_fast too)
 
     def load(self, ns, folder: str) -> None:
         """Write the proxy as a checkpoint folder under ``folder`` and load it with the Cosmos3 Loader."""
@@ -127,7 +128,8 @@ class Cosmos3Proxy:
         checkpoint = os.path.join(folder, f"cosmos3-proxy-{self.name}")
         make_tiny_checkpoint(checkpoint, "tiny", transformer_weights=(self.data.config(), weights.state_dict()), shards=1)
         ns.folder_paths.add_model_folder_path("diffusion_models", folder, is_default=True)
-        self.model = ns.run_node("SeaCacheCosmos3Loader", checkpoint=os.path.basename(checkpoint), weight_dtype="default").outputs[0]
+        self.model = ns.run_node("SeaCacheCosmos3Loader", checkpoint=os.path.basename(checkpoint),
+                                 weight_dtype=self.weight_dtype).outputs[0]
 
     def conditioning(self, label: int | None):
         """CONDITIONING of class ``label``'s prompt (None: the empty prompt, the CFG negative)."""
@@ -173,10 +175,11 @@ class WanProxy:
     model: object = None
     table: torch.Tensor | None = None
     shifted: dict = field(default_factory=dict)
+    weight_dtype: str = "default"  # UNETLoader's
 
     def load(self, ns, folder: str) -> None:
         """Load the proxy and its word table (``folder`` unused: the proxy is read from the repository)."""
-        self.model, self.table = proxy_wan.load_model(), proxy_wan.word_table()
+        self.model, self.table = proxy_wan.load_model(weight_dtype=self.weight_dtype), proxy_wan.word_table()
 
     def model_for(self, ns, shift: float):
         """The MODEL a cell samples: the loaded one through ModelSamplingSD3 at this shift (one per shift)."""

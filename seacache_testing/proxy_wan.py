@@ -134,10 +134,11 @@ class WanProxy(torch.nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------- for the benchmark
-def load_model(folder: str = FOLDER):
-    """The proxy in ``folder`` as ComfyUI's MODEL, loaded by ComfyUI's own ``UNETLoader`` node: the folder's parent
-    joins the ``diffusion_models`` search paths and the file is named with its folder
-    (``proxy_wan_natural/proxy.safetensors``), since ComfyUI resolves a name to the first search path that holds it."""
+def load_model(folder: str = FOLDER, weight_dtype: str = "default"):
+    """The proxy in ``folder`` as ComfyUI's MODEL, loaded by ComfyUI's own ``UNETLoader`` node with its
+    ``weight_dtype``: the folder's parent joins the ``diffusion_models`` search paths and the file is named with its
+    folder (``proxy_wan_natural/proxy.safetensors``), since ComfyUI resolves a name to the first search path that
+    holds it."""
     ns = comfyui()
     folder = os.path.abspath(folder)
     parent, name = os.path.split(folder)
@@ -147,7 +148,7 @@ def load_model(folder: str = FOLDER):
     if found is None or os.path.abspath(found) != os.path.join(folder, WEIGHTS_NAME):
         raise FileNotFoundError(f"ComfyUI resolves diffusion model {unet_name!r} to {found}, not to {folder}: "
                                 f"train the proxy there or give it a folder name no other diffusion_models path has")
-    return ns.run_node("UNETLoader", unet_name=unet_name, weight_dtype="default").outputs[0]
+    return ns.run_node("UNETLoader", unet_name=unet_name, weight_dtype=weight_dtype).outputs[0]
 
 
 def word_table(folder: str = FOLDER) -> torch.Tensor:

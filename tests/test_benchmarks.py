@@ -176,6 +176,26 @@ def test_bench_seacache_e2e_core_models_smoke(comfyui_path, model):
     assert f"model: {model}" in out and "measured speedup" in out and "timeline: F" in out
 
 
+def test_bench_fp8_quick_compares_the_orders_on_comfyuis_fp8_activations(comfyui_path):
+    out = bench("bench_fp8", "--quick", comfyui=True)
+    for run in ("w8a8 uncached", "fp32 re-rounded", "w8a8 re-rounded"):
+        assert f"| Cosmos3 natural, shift 5, T2V | {run} |" in out
+    for variant in ("fp32 o1", "fp32 o2", "w8a8 o0", "w8a8 o1", "w8a8 o2"):
+        for target in ("5 (2x)", "3.33 (3x)"):  # 17.5 and 11.7 of 35 at the smoke run's 10 steps
+            assert f"| Cosmos3 natural, shift 5, T2V | {target} | {variant} |" in out
+    assert "| W8A8: o2 / o1, error vs W8A8 |" in out
+
+
+def test_bench_warmup_quick_compares_the_warmups_at_matched_speed(comfyui_path):
+    out = bench("bench_warmup", "--quick", comfyui=True)
+    for variant in ("warm-up 1", "warm-up 2", "order + 1 behind a reuse"):
+        assert f"| Cosmos3 natural, shift 5, T2V | 5 (2x) | {variant} |" in out
+    assert "| Cosmos3 natural, shift 5, T2V | order + 1 behind a reuse | 2 | F F F R" in out  # order 2: 3 computed
+    out = bench("bench_warmup", "--quick", "--thresholds", "0.13,0.3", comfyui=True)  # threshold mode
+    assert "| Cosmos3 natural, shift 5, T2V | " in out and "| order + 1 behind a reuse | " in out
+    assert "Threshold mode: every variant at the full calls warm-up 1 makes at threshold 0.13" in out
+
+
 def table_rows(text: str, servers=("1", "2", "3")) -> dict[tuple[str, str], list[str]]:
     """The rows of comfyui_gpu's table by (server, run): their cells."""
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from seacache_testing import fp8_activations
+
 
 def up_proj(model):
     return model.model.diffusion_model.layers[0].mlp_moe_gen.up_proj
@@ -24,14 +26,12 @@ def load(tiny, weight_dtype):
 
 
 @pytest.fixture()
-def capable(monkeypatch, tiny):
+def capable(tiny):
     """The CPU declared an fp8-computing device; ComfyUI's ``--fast`` flags restored afterwards."""
     import comfy.cli_args
-    import comfy.model_management
 
-    monkeypatch.setattr(comfy.model_management, "supports_fp8_compute", lambda *args, **kwargs: True)
-    monkeypatch.setattr(comfy.cli_args.args, "fast", set())
-    return comfy.cli_args
+    with fp8_activations.fp8_compute_device():
+        yield comfy.cli_args
 
 
 def test_fp8_fast_is_refused_by_comfyui_on_a_device_without_fp8_compute(tiny):
@@ -76,3 +76,22 @@ def test_fp8_matmul_runs_and_stays_close_to_bf16(tiny, capable, monkeypatch):
     error = lambda out: ((out - reference).norm() / reference.norm()).item()  # noqa: E731
     assert 0 < error(stored) < 0.12
     assert error(stored) < error(fast) < 0.2  # activations in fp8 too: a little further, still close
+
+
+def test_the_benchmarks_w8a8_helpers_run_comfyuis_own_fp8_code(tiny, capable):
+    """What bench_fp8 measures with (seacache_testing/fp8_activations.py): with ComfyUI's fp8 matrix multiplication
+    switched off, ``fp8_e4m3fn_fast`` computes exactly as fp8 weight storage does (W8A16); the per-call noise probe
+    keeps the W8A8 run's result bit-identical and measures activation noise on every call; a re-rounded run differs
+    a little."""
+    fast, stored = load(tiny, "fp8_e4m3fn_fast"), load(tiny, "fp8_e4m3fn")
+    assert fp8_activations.fp8_layers(fast) and not fp8_activations.fp8_layers(stored)
+    run = lambda model: tiny.sample(model, steps=3, sampler="euler")  # noqa: E731
+    w8a8 = run(fast)
+    with fp8_activations.weight_only():
+        assert torch.equal(run(fast), run(stored))
+    assert not torch.equal(w8a8, run(stored))
+    probe = fp8_activations.CallNoise()
+    assert torch.equal(run(probe.attach(fast)), w8a8)
+    assert len(probe.noise) == 3 and all(0.0 < n < 0.5 for n in probe.noise)
+    assert probe.change[0] is None and all(c > 0 for c in probe.change[1:])
+    assert 0.0 < fp8_activations.relative(run(fp8_activations.rerounded(fast)), w8a8) < 0.2

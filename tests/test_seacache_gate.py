@@ -182,6 +182,32 @@ def test_one_branch_must_compute_whole_call_computes():
     assert gate.stats.records[-1].decision == "forced"
 
 
+def test_branches_with_different_inputs_reuse_together_from_their_own_aligned_histories():
+    """Guidance branches whose inputs differ, batched in one call (NVIDIA cosmos-framework #262: control CFG's
+    full-control, no-control and negative branches see different vision inputs): the call reuses only when every
+    branch may, each branch predicts from its own history, and every branch's history is refreshed on the same
+    steps, so the guidance never mixes a reused branch with a computed one."""
+    n, keys = 14, ["full_control", "no_control", "negative"]
+    trajectories = [_drifting(n, scale, seed) for scale, seed in ((0.01, 1), (0.03, 2), (0.002, 3))]
+    run = _new(SeaCacheConfig(gate="sea", threshold=0.05, max_consecutive=-1, order=0), n)
+    overruled, computed = 0, None
+    for step, sigma in enumerate(_sigmas(n)):
+        residual = torch.tensor([[1.0], [2.0], [3.0]]) * step  # each branch's own residual
+        call = run.decide(torch.cat([t[step] for t in trajectories]), sigma, keys, filter_sigma=0.5)
+        reasons = [plan.reason for plan in call.branches]
+        assert call.reuse == all(reason is None for reason in reasons)
+        overruled += not call.reuse and None in reasons  # a branch that alone would reuse computes with the others
+        predicted = call.predict(residual)
+        if call.reuse:  # order 0: each branch's residual of the last computed step, in item order
+            assert torch.equal(predicted, torch.tensor([[1.0], [2.0], [3.0]]) * computed)
+        else:
+            call.commit(residual)
+            computed = step
+        refreshed = [[s for s, _ in run.states[key].history.records] for key in keys]
+        assert refreshed[0] == refreshed[1] == refreshed[2]
+    assert run.stats.reused > 0 and overruled > 0
+
+
 def test_reuse_window_forces_compute():
     gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 6, reuse_steps=range(2, 6))
     latents, sig = _drifting(6), _sigmas(6)
