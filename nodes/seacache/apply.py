@@ -37,8 +37,7 @@ def choice_label(choices: dict, value) -> str:
 
 def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
     """A clone of ``model`` with SeaCache's wrappers, replacing an earlier application; bad models, other caches and a
-    ComfyUI lacking a symbol SeaCache needs (:mod:`..comfy_internals`) fail here. ``seam_order`` takes the seam's
-    Newton order."""
+    ComfyUI lacking a symbol it needs (:mod:`..comfy_internals`) fail here. ``seam_order``: the seam's Newton order."""
     require(SEACACHE, "SeaCache Apply")
     if settings.config.gate in FIRST_BLOCK_GATES:
         require(FIRST_BLOCK, f"SeaCache Apply's gate {settings.config.gate!r}")

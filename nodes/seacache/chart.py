@@ -6,14 +6,13 @@ from PIL import Image, ImageDraw
 
 NOT_APPLIED = ("SeaCache: not applied (no SeaCache Apply on this MODEL: bypassed, removed or not connected); "
                "the latent passed through unchanged.")
-"""Stats' one line for a MODEL without SeaCache: the graph ran as if SeaCache had never been in it."""
 COLORS = {"computed": (66, 135, 245), "reused": (46, 204, 113), "forced": (140, 140, 150)}
 THRESHOLD_COLOR = (231, 76, 60)
 
 
 def frontend_report(report: dict | None, note: str | None = None) -> dict:
-    """The report the Stats node sends the frontend, with the chart's colors (the one home of them) and the one
-    line the canvas shows instead of the counts where there is one (``note``, else :func:`no_reuse_note`)."""
+    """The report the Stats node sends the frontend, with the chart's colors (the one home of them) and the canvas's
+    one line (``note``, else :func:`no_reuse_note`)."""
     colors = {**COLORS, "threshold": THRESHOLD_COLOR}
     sent = {**(report or {}), "colors": {name: "#%02x%02x%02x" % rgb for name, rgb in colors.items()}}
     note = note or no_reuse_note(report)
@@ -21,8 +20,7 @@ def frontend_report(report: dict | None, note: str | None = None) -> dict:
 
 
 def no_reuse_note(report: dict | None) -> str | None:
-    """The one line for a run that reused no call, None when it reused some (or there is none): why, as the run
-    says (``nothing_reused``, seacache_core/stats.py), unless no call reached the seam or caching stopped."""
+    """Why a run reused no call, in one line (None if it reused some): the run's reason, or the host's."""
     if not report or report.get("reused"):
         return None
     if not report.get("calls"):

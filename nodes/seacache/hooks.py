@@ -228,9 +228,8 @@ def gate_model_call(executor, x, t, c_concat=None, c_crossattn=None, control=Non
 
 
 def log_run(model_name: str, report: dict) -> None:
-    """One INFO line per run (its status: completed, failed or interrupted; model, seam, calls, ran, reused,
-    speedup) and one warning when calls missed the seam and ran whole, uncached (otherwise only the Stats node would
-    show a run that gained nothing)."""
+    """One INFO line per run (status, model, seam, counts, speedup) and one warning when calls missed the seam and ran
+    whole, uncached (otherwise only the Stats node would show a run that gained nothing)."""
     log.info("SeaCache: %s run of %s, seam %s: %d calls, %d ran, %d reused, estimated stack speedup %.2fx",
              report["status"], model_name, report["seam"], report["calls"], report["ran"], report["reused"],
              report["speedup"])

@@ -14,10 +14,8 @@ from .chart import NOT_APPLIED, frontend_report, render_timeline, summary_text
 
 
 def followed_report(settings, prompt: dict | None = None, stats_id: str | None = None) -> dict | None:
-    """The report of the sampling run whose latent reaches this Stats node: the nearest node upstream of its
-    ``samples`` input (in ComfyUI's prompt) that sampled with the MODEL of these SeaCache ``settings``. Two
-    samplers fed by one SeaCache Apply thus report to their own Stats nodes. Without a prompt (called outside
-    ComfyUI's executor) or with no such run upstream: the latest run of the model (None before any run)."""
+    """The run of the nearest sampler upstream of ``samples`` that used these ``settings`` (two samplers fed by one
+    SeaCache Apply report to their own Stats nodes); without one, the model's latest run (None before any)."""
     runs = dict(settings.runs)
     if prompt and runs and stats_id in prompt:
         queue, seen = [prompt[stats_id]["inputs"].get("samples")], set()
@@ -61,9 +59,7 @@ class SeaCacheStats(io.ComfyNode):
 
     @classmethod
     def execute(cls, samples, model=None):
-        """Never fails the prompt: a MODEL without SeaCache (Apply bypassed, removed, not connected) passes the
-        latent through with :data:`.chart.NOT_APPLIED` as summary and chart, so the rest of the graph runs as if
-        SeaCache had never been in it."""
+        """Never fails the prompt: without SeaCache on ``model`` the latent passes through, saying so."""
         settings = getattr(model, "model_options", {}).get("transformer_options", {}).get(SETTINGS_OPTION)
         hidden = cls.hidden
         prompt, unique_id = (hidden.prompt, hidden.unique_id) if hidden is not None else (None, None)
