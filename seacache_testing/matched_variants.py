@@ -67,26 +67,29 @@ def pack_runs() -> list:
 @contextmanager
 def full_history():
     """Benchmark-only: a branch may reuse only with ``order + 1`` computed steps in its history (a Newton history
-    holds at most that many); with fewer its call computes, as with none (reason ``no_history``)."""
+    holds at most that many); with fewer its call computes, as with none (reason ``no_history``, which ranks after
+    the warm-up, end, reset and cap reasons and before the window, as the run ranks it)."""
     classes = pack_runs()
-    originals = [cls.new_history for cls in classes]
+    originals = [cls._plan for cls in classes]
 
     def patched(original):
-        def new_history(self):
-            history = original(self)
-            counted = type(history).__len__
-            history.__class__ = type("FullHistory", (type(history),), {
-                "__len__": lambda h: counted(h) if counted(h) >= h.order + 1 else 0})
-            return history
-        return new_history
+        def _plan(self, groups, views, distances, step, sigma):
+            plans = original(self, groups, views, distances, step, sigma)
+            for plan in plans:
+                state = self.states.get(plan.key)
+                if (plan.reason in (None, "threshold", "window") and not plan.frozen and not plan.repeat
+                        and state is not None and len(state.history) < self.config.order + 1):
+                    plan.reason, plan.accumulated = "no_history", None
+            return plans
+        return _plan
 
     for cls, original in zip(classes, originals):
-        cls.new_history = patched(original)
+        cls._plan = patched(original)
     try:
         yield
     finally:
         for cls, original in zip(classes, originals):
-            cls.new_history = original
+            cls._plan = original
 
 
 def measure(ns, cell, models: dict, variants: list[Variant], references: dict[str, torch.Tensor], pair: int,

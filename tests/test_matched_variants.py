@@ -16,9 +16,9 @@ def decisions(order: int) -> list[str]:
                       torch.linspace(0.9, 0.1, 9).tolist() + [0.0])
     latent = torch.randn(1, 2, 3, 4, 4, generator=torch.Generator().manual_seed(0))
     for sigma in run.sigmas[:6]:
-        call = run.decide(latent, sigma, ["c"])
-        if call.predict(latent) is None:
-            call.commit(latent)
+        verdict = run.decide(latent, sigma, ["c"])
+        if run.predict(verdict, latent) is None:
+            run.commit(verdict, latent)
     return [r.reason or r.decision for r in run.stats.records]
 
 

@@ -193,15 +193,15 @@ def test_branches_with_different_inputs_reuse_together_from_their_own_aligned_hi
     overruled, computed = 0, None
     for step, sigma in enumerate(_sigmas(n)):
         residual = torch.tensor([[1.0], [2.0], [3.0]]) * step  # each branch's own residual
-        call = run.decide(torch.cat([t[step] for t in trajectories]), sigma, keys, filter_sigma=0.5)
-        reasons = [plan.reason for plan in call.branches]
-        assert call.reuse == all(reason is None for reason in reasons)
-        overruled += not call.reuse and None in reasons  # a branch that alone would reuse computes with the others
-        predicted = call.predict(residual)
-        if call.reuse:  # order 0: each branch's residual of the last computed step, in item order
+        verdict = run.decide(torch.cat([t[step] for t in trajectories]), sigma, keys, filter_sigma=0.5)
+        reasons = [plan.reason for plan in verdict.branches]
+        assert verdict.reuse == all(reason is None for reason in reasons)
+        overruled += not verdict.reuse and None in reasons  # a branch that alone would reuse computes with the others
+        predicted = run.predict(verdict, residual)
+        if verdict.reuse:  # order 0: each branch's residual of the last computed step, in item order
             assert torch.equal(predicted, torch.tensor([[1.0], [2.0], [3.0]]) * computed)
         else:
-            call.commit(residual)
+            run.commit(verdict, residual)
             computed = step
         refreshed = [[s for s, _ in run.states[key].history.records] for key in keys]
         assert refreshed[0] == refreshed[1] == refreshed[2]
