@@ -39,7 +39,7 @@ class SeaCacheConfig:
     order: int = 1
     quadratic_weight: float | None = 1.0
     max_consecutive: int = 2
-    warmup_steps: int = 1
+    warmup_steps: int | None = 1
     end_steps: int = 1
     power: float | None = None
     residual_storage: str = "compute"
@@ -70,8 +70,9 @@ class SeaCacheConfig:
             raise ValueError(
                 f"max_consecutive must be an integer >= -1 (-1 = no cap, 0 = never reuse), got {self.max_consecutive!r}"
             )
-        if not _is_int(self.warmup_steps) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        if self.warmup_steps is not None and (not _is_int(self.warmup_steps) or self.warmup_steps < 0):
+            raise ValueError(f"warmup_steps must be None (follow the schedule's shift) or an integer >= 0, "
+                             f"got {self.warmup_steps!r}")
         if not _is_int(self.end_steps) or self.end_steps < 0:
             raise ValueError(f"end_steps must be an integer >= 0, got {self.end_steps!r}")
         if self.power is not None and (

@@ -3,6 +3,7 @@ it; the run makes every state change. A Call carries a verdict to a seam (docs/a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -12,13 +13,14 @@ import torch
 import torch.distributed as dist
 
 from .config import SeaCacheConfig
-from .extrapolate import ResidualHistory, quadratic_weight
+from .extrapolate import ResidualHistory, quadratic_weight, schedule_shift
 from .forecast import ChebyshevHistory
 from .sea_filter import GainCache, Indicator, index_of
 from .speed import SpeedController
 from .stats import COMPUTED, FORCED, REUSED, RunStats, StepRecord
 
 NEW, NEXT, REPEAT, RESET = "new", "next", "repeat", "reset"  # a call's relation to its branch's previous one
+LOW_SHIFT_WARMUP, WARMUP_SHIFT_LIMIT, WARMUP_SPEED_LIMIT = 4, math.sqrt(3.0 * 5.0), math.sqrt(3.0 * 4.0)
 
 
 @dataclass
@@ -78,6 +80,12 @@ def relation(state: BranchState | None, step: int, sigma: float) -> str:
     if step == state.last_step:
         return REPEAT
     return NEXT if step == state.last_step + 1 else RESET
+
+
+def shift_warmup(flow_sigmas: Sequence[float], speed_target: float | None = None) -> int:
+    """``warmup_steps`` None's value: 4 below shift 3.9 and speedup 3.5, else 1 (docs/quality.md, "Wan's warm-up")."""
+    low_shift = schedule_shift(flow_sigmas) < WARMUP_SHIFT_LIMIT
+    return LOW_SHIFT_WARMUP if low_shift and (speed_target or 0.0) < WARMUP_SPEED_LIMIT else 1
 
 
 def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive: int, cap: int, in_window: bool,
@@ -193,9 +201,12 @@ class SeaCacheRun:
 
     def __init__(self, config: SeaCacheConfig, sigmas: Sequence[float] | torch.Tensor,
                  reuse_steps: range | None = None, flow_sigmas: Sequence[float] | None = None):
-        self.config = config
         values = sigmas.flatten().tolist() if isinstance(sigmas, torch.Tensor) else list(sigmas)
         self.sigmas = [float(s) for s in values]
+        flow = self.sigmas if flow_sigmas is None else list(flow_sigmas)
+        if config.warmup_steps is None:
+            config = dataclasses.replace(config, warmup_steps=shift_warmup(flow, config.speed_target))
+        self.config = config
         self.steps = max(len(self.sigmas) - 1, 0)
         self.reuse_steps = range(self.steps) if reuse_steps is None else reuse_steps
         self.lock = threading.Lock()
@@ -208,11 +219,11 @@ class SeaCacheRun:
         self.speed: SpeedController | None = None
         self.quadratic_weight = config.quadratic_weight
         if self.quadratic_weight is None:
-            self.quadratic_weight = quadratic_weight(self.sigmas if flow_sigmas is None else list(flow_sigmas))
+            self.quadratic_weight = quadratic_weight(flow)
         self.reuse_cap = config.max_consecutive
         if config.speed_target is not None:
             self.speed = SpeedController(config, self.forced_later)
-            self.speed.set_schedule(self.sigmas if flow_sigmas is None else list(flow_sigmas))
+            self.speed.set_schedule(flow)
             if config.speed_lifts_cap:
                 self.reuse_cap = self._cap_for_target()
                 if self.reuse_cap != config.max_consecutive:

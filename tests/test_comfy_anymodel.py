@@ -87,6 +87,21 @@ def test_auto_residual_order_stays_one_where_unmeasured(comfy, tiny_core):
     assert patched.model_options["transformer_options"]["seacache_settings"].config.order == 1
 
 
+def test_auto_warmup_follows_the_shift_on_wan_only(comfy, tiny_core):
+    """warmup_steps -1 (auto) forces Wan's first 4 steps at shift 3 and 1 at shift 10 (the rule measured on Wan,
+    docs/quality.md); the other core models keep 1; an explicit warmup_steps is honoured at any shift."""
+    name, spec, model, _ = tiny_core
+
+    def forced_warmup(shift, warmup_steps):
+        shifted = comfy.run_node("ModelSamplingSD3", model=model, shift=shift).outputs[0]
+        patched = seacache(comfy, shifted, warmup_steps=warmup_steps)
+        sample(comfy, patched, spec, steps=STEPS)
+        return sum(r["reason"] == "warmup" for r in last_report(patched)["records"])
+
+    assert forced_warmup(3.0, -1) == (4 if name.startswith("wan") else 1)
+    assert (forced_warmup(10.0, -1), forced_warmup(3.0, 2)) == (1, 2)
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_a_block_patch_of_another_node_runs_on_computed_calls_and_is_skipped_on_reused_ones(comfy, pack, where):
     """A block-replace patch (an identity wrapper of a middle block here) added before or after SeaCache Apply is

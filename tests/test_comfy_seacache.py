@@ -295,6 +295,16 @@ def test_auto_residual_order_is_two_on_cosmos3(tiny):
     assert not torch.equal(tiny.sample(auto, steps=STEPS, shift=3.0), tiny.sample(two, steps=STEPS, shift=3.0))
 
 
+def test_auto_warmup_is_one_on_cosmos3_at_every_shift(tiny):
+    """warmup_steps -1 (auto) keeps warm-up 1 on Cosmos3, whose order-2 seam had it lowest at every shift; at shift 3
+    the run equals an explicit warm-up 1 bit for bit."""
+    config = lambda m: m.model_options["transformer_options"]["seacache_settings"].config  # noqa: E731
+    auto, one = (tiny.seacache(residual_order="auto", warmup_steps=w) for w in (-1, 1))
+    assert config(auto).warmup_steps == 1
+    assert torch.equal(tiny.sample(auto, steps=STEPS, shift=3.0), tiny.sample(one, steps=STEPS, shift=3.0))
+    assert [r["reason"] for r in last_report(auto)["records"]].count("warmup") == 1
+
+
 def test_chebyshev_residual_order_forecasts_every_reused_call(tiny, monkeypatch):
     """residual_order "chebyshev" blends the Chebyshev fit with the seam's Newton order (2 on Cosmos3), and every
     reused call's residual comes from a Chebyshev history whose time map spans the run; here under a speed target

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README, NODE_REFERENCE = ROOT / "README.md", ROOT / "docs" / "nodes.md"
 TABLES = {README: "### SeaCache Apply (`SeaCacheApply`)", NODE_REFERENCE: "## SeaCache Apply (`SeaCacheApply`)"}
 HEADER = "| input | default | meaning |"
-NUMERIC_FIELDS = ("threshold", "max_consecutive", "warmup_steps", "end_steps", "speedup")  # input = config field
+NUMERIC_FIELDS = ("threshold", "max_consecutive", "end_steps", "speedup")  # input = config field
 
 
 def stated(path: Path, heading: str | None = None) -> dict[str, tuple[str, str]]:
@@ -71,8 +71,8 @@ def test_every_widget_default_is_stated_as_the_source_writes_it(path):
 
 @pytest.mark.parametrize("path", list(TABLES), ids=lambda p: p.name)
 def test_stated_defaults_are_seacache_configs(path):
-    """The stated threshold, max_consecutive, warmup_steps, end_steps and speedup equal ``SeaCacheConfig()``'s;
-    residual_order is ``auto``, whose order away from Cosmos3 is the config's."""
+    """The stated threshold, max_consecutive, end_steps and speedup equal ``SeaCacheConfig()``'s; residual_order
+    and warmup_steps are ``auto``, whose order away from Cosmos3 and warm-up away from Wan are the config's."""
     rows, config = stated(path), SeaCacheConfig()
     for field in NUMERIC_FIELDS:
         assert value(rows[field][0], "FLOAT") == getattr(config, field), (path.name, field, rows[field][0])
@@ -80,6 +80,10 @@ def test_stated_defaults_are_seacache_configs(path):
     assert default == "auto"
     elsewhere = re.search(r"auto = 2 on Cosmos3\b.*?, (\d) (?:elsewhere|on other models)", meaning)
     assert elsewhere and int(elsewhere.group(1)) == config.order, meaning
+    default, meaning = rows["warmup_steps"]
+    assert default == "-1 (auto)"
+    elsewhere = re.search(r"auto: 4 on Wan\b.*?, (\d) elsewhere", meaning)
+    assert elsewhere and int(elsewhere.group(1)) == config.warmup_steps, meaning
 
 
 def test_stated_labels_name_the_configs_values():

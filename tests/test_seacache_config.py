@@ -16,6 +16,7 @@ def test_defaults_are_seacache_applys():
     assert c.speedup == 0.0 and c.speed_target is None and c.speed_lifts_cap is True
     assert c.forecaster == "newton" and c.residuals_kept == 2
     assert c.quadratic_weight == 1.0  # SeaCache Apply's auto sets None (follow the shift) where it picks order 2
+    assert c.warmup_steps == 1  # SeaCache Apply's auto (-1) sets None (follow the shift) on Wan, 1 elsewhere
 
 
 def test_chebyshev_defaults_are_spectrums_published_setting():
@@ -28,10 +29,11 @@ def test_chebyshev_defaults_are_spectrums_published_setting():
 
 def test_the_node_writes_no_default_of_its_own():
     """SeaCache Apply's widgets that mirror a config field take their default from ``DEFAULTS = SeaCacheConfig()``
-    (one home), and read from the node's source they equal the config's defaults and labels."""
+    (one home), and read from the node's source they equal the config's defaults and labels; warmup_steps' default is
+    its "auto" (-1), which no config field holds."""
     tree = ast.parse((wr.PACK_ROOT / "nodes" / "seacache" / "apply.py").read_text(encoding="utf-8"))
-    mirrored = {"threshold": "threshold", "max_consecutive": "max_consecutive", "warmup_steps": "warmup_steps",
-                "end_steps": "end_steps", "filter_exponent": "power", "residual_storage": "residual_storage", "gate": "gate"}
+    mirrored = {"threshold": "threshold", "max_consecutive": "max_consecutive", "end_steps": "end_steps",
+                "filter_exponent": "power", "residual_storage": "residual_storage", "gate": "gate"}
     seen = set()
     for call in ast.walk(tree):
         if isinstance(call, ast.Call) and call.args and getattr(call.args[0], "value", None) in mirrored:
@@ -41,8 +43,9 @@ def test_the_node_writes_no_default_of_its_own():
     assert seen == set(mirrored)
     widgets = {name: default for name, _, default in wr.literal_widget_defaults("SeaCacheApply")}
     c = SeaCacheConfig()
-    assert [widgets[n] for n in ("threshold", "max_consecutive", "warmup_steps", "end_steps")] == [
-        c.threshold, c.max_consecutive, c.warmup_steps, c.end_steps]
+    assert [widgets[n] for n in ("threshold", "max_consecutive", "end_steps")] == [
+        c.threshold, c.max_consecutive, c.end_steps]
+    assert widgets["warmup_steps"] == -1  # auto: the seam's (config None, or 1), as residual_order's "auto" is
     assert (widgets["filter_exponent"], widgets["residual_storage"], widgets["gate"]) == ("auto", "compute device", "sea same-sigma")
 
 
@@ -99,6 +102,6 @@ def test_validate_after_mutation():
                                     {"forecaster": "chebyshev", "chebyshev_degree": 0, "chebyshev_capacity": 3, "order": 2},
                                     {"chebyshev_blend": 0}, {"chebyshev_blend": 1}, {"chebyshev_lambda": 0},
                                     {"speed_lifts_cap": False}, {"quadratic_weight": None}, {"quadratic_weight": 0},
-                                    {"quadratic_weight": 0.5}])
+                                    {"quadratic_weight": 0.5}, {"warmup_steps": None}, {"warmup_steps": 0}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

@@ -113,3 +113,26 @@ def test_quadratic_weight_none_follows_the_flow_schedules_shift():
     assert SeaCacheRun(follow, shift10).new_history().quadratic_weight == 1.0
     assert SeaCacheRun(follow, [s * 7 for s in shift10], flow_sigmas=shift3).new_history().quadratic_weight < 0.51
     assert SeaCacheRun(SeaCacheConfig(order=2, quadratic_weight=0.3), shift10).new_history().quadratic_weight == 0.3
+
+
+def test_warmup_steps_none_follows_the_flow_schedules_shift():
+    """``warmup_steps`` None takes the forced first steps from the run's schedule in the flow convention: 4 up to
+    shift 3 (up to speedup 3 under a speed target), 1 from shift 5 or speedup 4; the speed controller replays the
+    same rule; a number is kept as given."""
+    from cosmos3 import reference_sigmas
+    from seacache_core.run import shift_warmup
+
+    shifts = (1.0, 3.0, 3.5, 4.5, 5.0, 8.0, 10.0)
+    schedule = {shift: [float(s) for s in reference_sigmas(35, shift)] for shift in shifts}
+    assert [shift_warmup(schedule[shift]) for shift in shifts] == [4, 4, 4, 1, 1, 1, 1]
+    assert [shift_warmup([float(s) for s in reference_sigmas(steps, 3.0)]) for steps in (4, 10, 50)] == [4, 4, 4]
+    follow = SeaCacheConfig(warmup_steps=None)
+    assert SeaCacheRun(follow, schedule[3.0]).config.warmup_steps == 4
+    assert SeaCacheRun(follow, schedule[10.0]).config.warmup_steps == 1
+    assert SeaCacheRun(follow, [s * 7 for s in schedule[10.0]], flow_sigmas=schedule[3.0]).config.warmup_steps == 4
+    assert SeaCacheRun(SeaCacheConfig(warmup_steps=2), schedule[3.0]).config.warmup_steps == 2
+    assert follow.warmup_steps is None  # the caller's config is left as given
+    assert [shift_warmup(schedule[3.0], target) for target in (None, 2.0, 3.0, 4.0, 5.0)] == [4, 4, 4, 1, 1]
+    timed = SeaCacheRun(SeaCacheConfig(warmup_steps=None, speedup=2.0), schedule[3.0])
+    assert [timed.forced_later(step, 0) for step in range(5)] == [True] * 4 + [False]
+    assert SeaCacheRun(SeaCacheConfig(warmup_steps=None, speedup=4.0), schedule[3.0]).config.warmup_steps == 1

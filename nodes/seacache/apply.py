@@ -25,6 +25,7 @@ GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma", "first block":
 FORECASTER_CHOICES = {"chebyshev": "chebyshev"}  # residual_order values naming a forecaster, over the seam's order
 RESIDUAL_CHOICES = ("auto", "0", "1", "2", *FORECASTER_CHOICES)  # residual_order's values: "auto" is the seam's order
 GATE_BEFORE_INPUT = "sea"  # the gate of API prompts saved before the `gate` input existed (1.0.0)
+AUTO_WARMUP = -1
 DEFAULTS = SeaCacheConfig()  # the widgets' defaults: their one home is seacache_core/config.py
 # Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
 EXPERT = {"advanced": True} if "advanced" in inspect.signature(io.Input.__init__).parameters else {}
@@ -49,6 +50,8 @@ def apply_seacache(model, settings: SeaCacheSettings, seam_order: bool = False):
     refuse_unreachable_first_block(settings.config, seam, {})
     if seam_order:
         settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, order=seam.auto_order))
+    if settings.config.warmup_steps is None:
+        settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, warmup_steps=seam.auto_warmup))
     schedule_in_flow(patched.model.model_sampling, [0.5])  # refuses sampling types that are no noise schedule
     patched.model_options.setdefault("transformer_options", {})[SETTINGS_OPTION] = settings
     for wrapper_type, wrapper in (
@@ -78,7 +81,7 @@ class SeaCacheApply(io.ComfyNode):
                 io.Float.Input("threshold", default=DEFAULTS.threshold, min=0.0, max=5.0, step=0.01, tooltip="Reuse while the accumulated distance stays below this: higher is faster, 0 never reuses; sea 0.25, first block 0.35."),
                 io.Combo.Input("residual_order", options=list(RESIDUAL_CHOICES), default="auto", tooltip="Skipped-step prediction: 0 repeat, 1 linear, 2 quadratic, auto (2 on Cosmos3, else 1); chebyshev won only on Wan at 2x.", **EXPERT),
                 io.Int.Input("max_consecutive", default=DEFAULTS.max_consecutive, min=-1, max=100, tooltip="Most reused steps in a row: 0 = never reuse (in diffusers 0 means no cap), -1 = no cap.", **EXPERT),
-                io.Int.Input("warmup_steps", default=DEFAULTS.warmup_steps, min=0, max=1000, tooltip="First steps always computed.", **EXPERT),
+                io.Int.Input("warmup_steps", default=-1, min=-1, max=1000, tooltip="First steps always computed; -1 = auto: 4 on Wan below shift 3.9 and speedup 3.5, else 1.", **EXPERT),
                 io.Int.Input("end_steps", default=DEFAULTS.end_steps, min=0, max=1000, tooltip="Last steps always computed.", **EXPERT),
                 io.Float.Input("start_percent", default=0.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse may begin (ComfyUI's convention: 0 = start of sampling).", **EXPERT),
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.01, tooltip="Sampling percent where reuse ends (1 = end of sampling).", **EXPERT),
@@ -100,7 +103,7 @@ class SeaCacheApply(io.ComfyNode):
             quadratic_weight=None if residual_order == "auto" else 1.0,  # auto's order 2 follows the schedule's shift
             forecaster=FORECASTER_CHOICES.get(residual_order, "newton"),
             max_consecutive=max_consecutive,
-            warmup_steps=warmup_steps,
+            warmup_steps=None if warmup_steps == AUTO_WARMUP else warmup_steps,
             end_steps=end_steps,
             power=POWER_CHOICES[filter_exponent],
             residual_storage=STORAGE_CHOICES[residual_storage],

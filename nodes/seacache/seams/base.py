@@ -80,8 +80,8 @@ class SeamCall(Protocol):
 class Seam:
     """Where SeaCache takes a model's residual: ``attach``/``detach`` what lives on the MODEL clone (at Apply),
     ``enter_run`` the run-time hooks in the run's options, ``bind`` a call to a stack no option reaches,
-    ``residual_numel`` for the memory estimate, ``auto_order`` for "auto", and ``refuse_view_conds`` (None: no
-    first-block view)."""
+    ``residual_numel`` for the memory estimate, ``auto_order``/``auto_warmup`` for "auto" (warm-up None: the
+    shift's), ``refuse_view_conds`` (None: no first-block view)."""
 
     name: str
     residual_numel: Callable[[object, tuple], int] = latent_numel
@@ -90,4 +90,5 @@ class Seam:
     attach: Callable[[object], None] = no_attach
     detach: Callable[[object], None] = no_attach
     auto_order: int = 1
+    auto_warmup: int | None = 1
     refuse_view_conds: Callable[[dict], None] | None = None

@@ -21,6 +21,7 @@ FAMILIES = {
     ("comfy.ldm.flux.model", "Flux"): ((("double_block", "double_blocks"), ("single_block", "single_blocks")), "img_in"),
     ("comfy.ldm.qwen_image.model", "QwenImageTransformer2DModel"): ((("double_block", "transformer_blocks"),), "img_in"),
 }
+SHIFT_WARMUP = {("comfy.ldm.wan.model", "WanModel"): True}
 CONTROL_KINDS = {"input": "double_block", "output": "single_block"}  # control list -> the blocks it follows
 PATCH_KINDS = ("double_block",)  # transformer_options["patches"] these models call after blocks
 SCRATCH_OPTION = "seacache_block_scratch"
@@ -209,4 +210,6 @@ def seam_for(model_patcher) -> Seam | None:
         return embedded_numel(model.get_submodule(embedding), input_shape)
 
     name = f"block stack ({type(diffusion_model).__name__}, {len(blocks)} blocks)"
-    return Seam(name, residual_numel, enter_run, refuse_view_conds=None if view is None else view.refuse)
+    auto_warmup = None if exact_class_entry(SHIFT_WARMUP, diffusion_model) else 1
+    return Seam(name, residual_numel, enter_run, auto_warmup=auto_warmup,
+                refuse_view_conds=None if view is None else view.refuse)
