@@ -17,6 +17,7 @@ noisy: compare the ratios. The error numbers are deterministic.
 
     COMFYUI_PATH=... python -m benchmarks.bench_few_steps            # 6 prompt/seed pairs per cell
     COMFYUI_PATH=... python -m benchmarks.bench_few_steps --smoke    # 1 pair, 4 steps: runs in seconds
+    COMFYUI_PATH=... python -m benchmarks.bench_few_steps --min-steps 0    # "the defaults" without the few-steps floor
 """
 
 from __future__ import annotations
@@ -87,14 +88,15 @@ def run(ns, arch, model, sigmas, pair: int):
     return out, time.perf_counter() - start
 
 
-def measure(ns, arch, schedule, steps: int, pairs: int) -> dict:
+def measure(ns, arch, schedule, steps: int, pairs: int, min_steps: int | None = None) -> dict:
     """One cell: every pair uncached, then with the gate at threshold 0 (must be exact), then at the defaults; each
     variant's runs in a block after one warm-up run, so ComfyUI loads each MODEL once and no timed run pays for it."""
     model = arch.model_for(ns, 5.0 if schedule == DISTILLED else schedule)
     sigmas = arch.few_step_sigmas(ns, model, schedule, steps)
     variants = {"uncached": model,
                 "gate": with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "1"}, model=model, threshold=0.0),
-                "defaults": with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "2"}, model=model)}
+                "defaults": with_defaults(ns, "SeaCacheApply", hidden={"UNIQUE_ID": "2"}, model=model,
+                                          **({} if min_steps is None else {"min_steps": min_steps}))}
     outs, walls = {}, {}
     for name, variant in variants.items():
         run(ns, arch, variant, sigmas, 0)  # warm-up
@@ -127,6 +129,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=6, help="prompt/seed pairs per cell")
     parser.add_argument("--smoke", action="store_true", help="1 pair, the first cell of each proxy")
+    parser.add_argument("--min-steps", type=int, default=None, help="SeaCache Apply's min_steps (default: its own)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     ns = comfy()
@@ -139,7 +142,7 @@ def main(argv=None) -> None:
         for arch in (FewStepWanProxy(proxy.WAN_NATURAL), FourStepCosmos3Proxy(proxy.NATURAL, "Cosmos3 natural", True)):
             arch.load(ns, folder)
             for schedule, steps in cells(arch, args.smoke):
-                cell = measure(ns, arch, schedule, steps, pairs)
+                cell = measure(ns, arch, schedule, steps, pairs, args.min_steps)
                 print(row(arch, schedule, steps, cell), flush=True)
                 nothing += [f"{arch.name}, {steps} steps: {line}" for line in cell["nothing"]]
     print("\nSeaCache Stats' line where a run reused nothing:")

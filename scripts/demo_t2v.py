@@ -118,8 +118,8 @@ def run_plain_torch(checkpoint_root: str, name: str, steps: int, repeats: int) -
             calls["uncached"] += seconds
 
     def sample_seacache(n):
-        def start(sigmas):  # the paper's recipe, as published
-            last["run"] = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea"), sigmas)
+        def start(sigmas):  # the paper's recipe, as published (no floor on the steps: --steps 4 reuses too)
+            last["run"] = SeaCacheRun(SeaCacheConfig(threshold=0.25, gate="sea", min_steps=0), sigmas)
             return last["run"]
 
         seconds = sample(start, n)

@@ -28,6 +28,7 @@ class SeaCacheConfig:
     - ``order``: Newton order (0..2) of the residual extrapolation; ``order + 1`` residuals kept per branch.
     - ``quadratic_weight``: order 2's share of its quadratic term past ``FULL_REACH``; None follows the shift.
     - ``max_consecutive``: most reuses in a row (0 never, -1 no cap); ``warmup_steps``, ``end_steps`` always compute.
+    - ``min_steps``: a run of fewer steps reuses nothing (0: no floor).
     - ``power``: the SEA prior's exponent; None: 3 for videos and the first-block gates, 2 for images.
     - ``residual_storage``: the history on the stack's device ("compute") or offloaded ("cpu").
     - ``gate``: "sea", "sea_same_sigma", or the first block's input ("first_block", "first_block_same_sigma").
@@ -41,6 +42,7 @@ class SeaCacheConfig:
     max_consecutive: int = 2
     warmup_steps: int | None = 1
     end_steps: int = 1
+    min_steps: int = 8
     power: float | None = None
     residual_storage: str = "compute"
     gate: str = "sea_same_sigma"
@@ -75,6 +77,8 @@ class SeaCacheConfig:
                              f"got {self.warmup_steps!r}")
         if not _is_int(self.end_steps) or self.end_steps < 0:
             raise ValueError(f"end_steps must be an integer >= 0, got {self.end_steps!r}")
+        if not _is_int(self.min_steps) or self.min_steps < 0:
+            raise ValueError(f"min_steps must be an integer >= 0 (0 = no floor), got {self.min_steps!r}")
         if self.power is not None and (
             not _is_number(self.power) or not math.isfinite(self.power) or self.power <= 0
         ):

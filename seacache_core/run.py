@@ -91,7 +91,9 @@ def shift_warmup(flow_sigmas: Sequence[float], speed_target: float | None = None
 def forced_reason(config: SeaCacheConfig, step: int, num_steps: int, consecutive: int, cap: int, in_window: bool,
                   reset: bool = False, no_history: bool = False) -> str | None:
     """Why a branch computes at ``step`` whatever its distance, else None: the rule's one home, which the speed
-    controller replays."""
+    controller replays. A run shorter than ``min_steps`` reuses nothing: few steps lose more than they gain."""
+    if num_steps < config.min_steps:
+        return "few_steps"
     if step < config.warmup_steps:
         return "warmup"
     if step >= num_steps - config.end_steps:
@@ -215,7 +217,7 @@ class SeaCacheRun:
         self.schedule_steps = {s: self.step_of(s) for s in self.sigmas[: self.steps]}
         self.alone = not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
         self.states: dict[Hashable, BranchState] = {}
-        self.stats = RunStats()
+        self.stats = RunStats(steps=self.steps, min_steps=config.min_steps)
         self.speed: SpeedController | None = None
         self.quadratic_weight = config.quadratic_weight
         if self.quadratic_weight is None:
@@ -246,6 +248,8 @@ class SeaCacheRun:
         configured = self.config.max_consecutive
         reaches = lambda cap: self.speed.reaches(self.steps, lambda step, run: self.forced_later(step, run, cap))
         if configured in (-1, 0) or configured >= self.steps or reaches(configured):
+            return configured
+        if self.speed.reach(self.steps) <= 1:  # no step is free: no cap would reach further
             return configured
         if not reaches(self.steps):
             return -1

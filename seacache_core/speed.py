@@ -105,9 +105,9 @@ class SpeedController:
             return
         self.best = self.reach(num_steps)
         if self.target > self.best * (1.0 + 1e-9):
-            logger.warning("SeaCache: speedup %.2fx is out of reach; warmup, end, max_consecutive and the reuse window "
-                           "leave at most %.2fx over %d steps (lower the target or relax them).", self.target, self.best,
-                           num_steps)
+            logger.warning("SeaCache: speedup %.2fx is out of reach; min_steps, warmup, end, max_consecutive and the "
+                           "reuse window leave at most %.2fx over %d steps (lower the target or relax them).",
+                           self.target, self.best, num_steps)
 
     def threshold(self, call: tuple[Hashable, ...], step: int, num_steps: int, accumulated: float,
                   consecutive: int) -> float:
@@ -158,8 +158,8 @@ class SpeedController:
             line += (f"; max_consecutive lifted from {configured} to {'no cap' if lifted == -1 else lifted} "
                      "for this target")
         if self.best is not None and self.target > self.best * (1.0 + 1e-9):
-            line += (f" (out of reach: warmup, end, max_consecutive and the reuse window allow at most {self.best:.2f}x; "
-                     "lower the target or relax them)")
+            line += (f" (out of reach: min_steps, warmup, end, max_consecutive and the reuse window allow at most "
+                     f"{self.best:.2f}x; lower the target or relax them)")
         elif self.short:
             line += " (out of reach: the sampler's extra evaluations per step always compute; lower the target)"
         return line

@@ -41,9 +41,11 @@ def _json_safe(value):
 
 @dataclass
 class RunStats:
-    """A run's records, with the counts and the stack speedup estimate derived from them."""
+    """A run's records and the counts and stack speedup estimate derived from them; the schedule's length and floor."""
 
     records: list[StepRecord] = field(default_factory=list)
+    steps: int = 0
+    min_steps: int = 0
 
     @property
     def calls(self) -> int:
@@ -91,8 +93,11 @@ class RunStats:
         return "\n".join(lines)
 
     def nothing_reused_because(self) -> str:
-        """Why a run that reused nothing did not: the schedule's ends left no step free, or what made the steps
-        between them compute (each step counted once, by its first evaluation)."""
+        """Why a run that reused nothing did not: too few steps, the schedule's ends left no step free, or what made the
+        steps between them compute (each step counted once, by its first evaluation)."""
+        if any(r.reason == "few_steps" for r in self.records):
+            return (f"{self.steps} steps are fewer than min_steps {self.min_steps} (few-step runs lose more than they "
+                    "gain; lower min_steps to reuse)")
         steps = sorted({r.step for r in self.records if r.step is not None})
         free: dict[int, str] = {}
         for r in self.records:

@@ -20,10 +20,10 @@ PUBLISHED_POWER = 3.0
 def published_config(**overrides) -> SeaCacheConfig:
     """The pack's gate settings that make diffusers' ``first_block`` decisions on a ``first_block_view``: the
     ``first_block`` gate (each step filtered at its own sigma), threshold 0.35, exponent 3 for videos and images,
-    the first and the last step computed, no cap on reuses in a row, and order 0 (a reused step adds the last
-    computed residual unchanged). ``overrides`` replace any of them."""
+    the first and the last step computed, no floor on the steps nor cap on reuses in a row, and order 0 (a reused
+    step adds the last computed residual unchanged). ``overrides`` replace any of them."""
     settings = dict(threshold=PUBLISHED_THRESHOLD, order=0, max_consecutive=-1, warmup_steps=1, end_steps=1,
-                    power=PUBLISHED_POWER, gate="first_block")
+                    min_steps=0, power=PUBLISHED_POWER, gate="first_block")
     return SeaCacheConfig(**{**settings, **overrides})
 
 

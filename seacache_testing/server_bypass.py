@@ -58,11 +58,11 @@ def run(srv: ComfyServer, prompt: dict) -> dict:
 
 def t2v_variants(object_info: dict, seed: int = 0, steps: int = workflow_cases.STEPS, threshold: float = 0.8) -> dict:
     """The four API prompts of the T2V example at tiny size: ``active`` (SeaCache Apply at ``threshold``, high
-    enough that the tiny model reuses steps), ``bypassed`` (Apply in mode 4), ``deleted`` (Apply deleted without
+    enough that the tiny model reuses steps, and ``min_steps`` 0: the tiny run has 6), ``bypassed`` (Apply in mode 4), ``deleted`` (Apply deleted without
     "keep links": the user reconnects the guider to the loader, Stats' optional ``model`` stays unconnected) and
     ``never`` (Apply and Stats bypassed, their previews gone)."""
-    overrides = workflow_cases.overrides({("SeaCacheApply", "threshold"): threshold, ("RandomNoise", "noise_seed"): seed,
-                                          ("SeaCacheCosmos3Scheduler", "steps"): steps})
+    overrides = workflow_cases.overrides({("SeaCacheApply", "threshold"): threshold, ("SeaCacheApply", "min_steps"): 0,
+                                          ("RandomNoise", "noise_seed"): seed, ("SeaCacheCosmos3Scheduler", "steps"): steps})
     workflow = wr.load_workflow(wr.WORKFLOWS_DIR / workflow_cases.T2V)
     nodes = SimpleNamespace(node=lambda kind: SimpleNamespace(INPUT_TYPES=lambda: object_info[kind]["input"]))
     active = wr.to_api_prompt(nodes, workflow, overrides)

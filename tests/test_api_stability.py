@@ -175,7 +175,7 @@ def test_1_0_0_ui_workflow_runs(anymodel_session, name):
 
 def test_api_prompt_from_before_the_gate_input_runs_with_the_paper_gate(session):
     """An API prompt saved before SeaCache Apply had ``gate`` (no such key) passes validation and runs with the gate
-    those builds had (sea), at its own threshold (0.25 then)."""
+    those builds had (sea), at its own threshold (0.25 then), and without the few-steps floor (no ``min_steps``)."""
     saved = json.loads((version_folder(PRE_GATE) / "cosmos3_t2v_seacache.json").read_text(encoding="utf-8"))
     (apply_id,) = [k for k, e in saved.items() if e["class_type"] == "SeaCacheApply"]
     assert "gate" not in saved[apply_id]["inputs"] and saved[apply_id]["inputs"]["threshold"] == 0.25
@@ -184,5 +184,5 @@ def test_api_prompt_from_before_the_gate_input_runs_with_the_paper_gate(session)
     assert wr.validate_api_prompt(prompt) == []
     result = wr.run_api_prompt(session, prompt)
     settings = result.outputs[int(apply_id)][0].model_options["transformer_options"]["seacache_settings"]
-    assert settings.config.gate == "sea" and settings.config.threshold == 0.25
+    assert settings.config.gate == "sea" and settings.config.threshold == 0.25 and settings.config.min_steps == 0
     assert check_report(result, prompt)["threshold"] == 0.25

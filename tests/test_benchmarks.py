@@ -232,6 +232,7 @@ def test_bench_few_steps_smoke(comfyui_path):
     out = bench("bench_few_steps", "--smoke", comfyui=True)
     assert "| Wan 2.1 natural | shift 5 | 4 |" in out and "| Cosmos3 natural | 4-step distilled | 4 |" in out
     assert "SeaCache Stats' line where a run reused nothing:" in out
+    assert "Wan 2.1 natural, 4 steps: reused nothing: 4 steps are fewer than min_steps 8" in out
 
 
 def test_composition_table_prints_every_case(comfyui_path):

@@ -59,8 +59,8 @@ OVERRIDES = {
     "SeaCacheCosmos3ImageToVideo": SIZE_WIDGETS,
     "SeaCacheCosmos3Scheduler": {"steps": STEPS},
     # Above the default 0.25 so that a 6-step run of random weights reuses steps: the chart then has all three
-    # decisions (forced, reused, computed) to draw.
-    "SeaCacheApply": {"threshold": 0.8},
+    # decisions (forced, reused, computed) to draw; min_steps 0: 6 steps are below the default floor.
+    "SeaCacheApply": {"threshold": 0.8, "min_steps": 0},
     "LoadImage": {"image": TEST_IMAGE},
     "SaveVideo": {"filename_prefix": "video/seacache_browser_test"},
     "SaveImage": {"filename_prefix": "seacache_browser_test"},

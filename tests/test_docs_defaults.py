@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README, NODE_REFERENCE = ROOT / "README.md", ROOT / "docs" / "nodes.md"
 TABLES = {README: "### SeaCache Apply (`SeaCacheApply`)", NODE_REFERENCE: "## SeaCache Apply (`SeaCacheApply`)"}
 HEADER = "| input | default | meaning |"
-NUMERIC_FIELDS = ("threshold", "max_consecutive", "end_steps", "speedup")  # input = config field
+NUMERIC_FIELDS = ("threshold", "max_consecutive", "end_steps", "speedup", "min_steps")  # input = config field
 
 
 def stated(path: Path, heading: str | None = None) -> dict[str, tuple[str, str]]:

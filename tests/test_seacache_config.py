@@ -10,7 +10,7 @@ from seacache_testing import workflow_runner as wr
 
 def test_defaults_are_seacache_applys():
     c = SeaCacheConfig()
-    assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps) == (0.13, 1, 2, 1, 1)
+    assert (c.threshold, c.order, c.max_consecutive, c.warmup_steps, c.end_steps, c.min_steps) == (0.13, 1, 2, 1, 1, 8)
     assert c.power is None and c.residual_storage == "compute"
     assert c.gate == "sea_same_sigma" and c.sound_weight == 1.0
     assert c.speedup == 0.0 and c.speed_target is None and c.speed_lifts_cap is True
@@ -33,7 +33,7 @@ def test_the_node_writes_no_default_of_its_own():
     its "auto" (-1), which no config field holds."""
     tree = ast.parse((wr.PACK_ROOT / "nodes" / "seacache" / "apply.py").read_text(encoding="utf-8"))
     mirrored = {"threshold": "threshold", "max_consecutive": "max_consecutive", "end_steps": "end_steps",
-                "filter_exponent": "power", "residual_storage": "residual_storage", "gate": "gate"}
+                "min_steps": "min_steps", "filter_exponent": "power", "residual_storage": "residual_storage", "gate": "gate"}
     seen = set()
     for call in ast.walk(tree):
         if isinstance(call, ast.Call) and call.args and getattr(call.args[0], "value", None) in mirrored:
@@ -43,8 +43,8 @@ def test_the_node_writes_no_default_of_its_own():
     assert seen == set(mirrored)
     widgets = {name: default for name, _, default in wr.literal_widget_defaults("SeaCacheApply")}
     c = SeaCacheConfig()
-    assert [widgets[n] for n in ("threshold", "max_consecutive", "end_steps")] == [
-        c.threshold, c.max_consecutive, c.end_steps]
+    assert [widgets[n] for n in ("threshold", "max_consecutive", "end_steps", "min_steps")] == [
+        c.threshold, c.max_consecutive, c.end_steps, c.min_steps]
     assert widgets["warmup_steps"] == -1  # auto: the seam's (config None, or 1), as residual_order's "auto" is
     assert (widgets["filter_exponent"], widgets["residual_storage"], widgets["gate"]) == ("auto", "compute device", "sea same-sigma")
 
@@ -63,6 +63,8 @@ def test_the_node_writes_no_default_of_its_own():
         ("power", float("nan")),
         ("warmup_steps", -1),
         ("end_steps", -1),
+        ("min_steps", -1),
+        ("min_steps", 8.0),
         ("max_consecutive", -2),
         ("residual_storage", "gpu"),
         ("gate", "none"),
@@ -102,6 +104,7 @@ def test_validate_after_mutation():
                                     {"forecaster": "chebyshev", "chebyshev_degree": 0, "chebyshev_capacity": 3, "order": 2},
                                     {"chebyshev_blend": 0}, {"chebyshev_blend": 1}, {"chebyshev_lambda": 0},
                                     {"speed_lifts_cap": False}, {"quadratic_weight": None}, {"quadratic_weight": 0},
-                                    {"quadratic_weight": 0.5}, {"warmup_steps": None}, {"warmup_steps": 0}])
+                                    {"quadratic_weight": 0.5}, {"warmup_steps": None}, {"warmup_steps": 0},
+                                    {"min_steps": 0}, {"min_steps": 1}])
 def test_valid_edges(kwargs):
     SeaCacheConfig(**kwargs)

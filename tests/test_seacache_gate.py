@@ -78,13 +78,14 @@ def test_first_and_last_steps_always_computed():
 def test_equality_at_threshold_computes():
     # At one sigma, halving the latent halves its indicator exactly: every step has distance exactly 0.5.
     latents = [_noise() / 2**k for k in range(6)]
-    gate = _run(SeaCacheConfig(gate="sea", threshold=1.0, max_consecutive=-1), latents, filter_sigma=0.5)
+    gate = _run(SeaCacheConfig(gate="sea", threshold=1.0, max_consecutive=-1, min_steps=0), latents, filter_sigma=0.5)
     recs = gate.stats.records
     assert [r.distance for r in recs[1:]] == [0.5] * 5
     assert [r.accumulated for r in recs[1:5]] == [0.5, 1.0, 0.5, 1.0]
     assert [(r.decision, r.reason) for r in recs[1:5]] == [
         ("reused", None), ("computed", "threshold"), ("reused", None), ("computed", "threshold")]
-    above = _run(SeaCacheConfig(gate="sea", threshold=1.0 + 1e-9, max_consecutive=-1), latents, filter_sigma=0.5)
+    above = _run(SeaCacheConfig(gate="sea", threshold=1.0 + 1e-9, max_consecutive=-1, min_steps=0),
+                 latents, filter_sigma=0.5)
     assert _letters(above) == "FRRCRF"  # 1.0 < 1.0 + 1e-9: step 2 reuses, step 3 reaches 1.5
 
 
@@ -209,7 +210,7 @@ def test_branches_with_different_inputs_reuse_together_from_their_own_aligned_hi
 
 
 def test_reuse_window_forces_compute():
-    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 6, reuse_steps=range(2, 6))
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1, min_steps=0), 6, reuse_steps=range(2, 6))
     latents, sig = _drifting(6), _sigmas(6)
     _call(gate, ["c"], latents[0], sig[0])
     d, applied = _call(gate, ["c"], latents[1], sig[1])
@@ -219,7 +220,7 @@ def test_reuse_window_forces_compute():
 
 
 def test_predict_order0_returns_branch_residuals_in_item_order():
-    gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=1e9, order=0), [0.9, 0.8, 0.7, 0.6, 0.5, 0.0])
+    gate = SeaCacheRun(SeaCacheConfig(gate="sea", threshold=1e9, order=0, min_steps=0), [0.9, 0.8, 0.7, 0.6, 0.5, 0.0])
     lat = torch.cat([_noise(seed=1), _noise(seed=2), _noise(seed=1)])
     keys = ["c", "u", "c"]
     res = torch.arange(3 * 4, dtype=torch.float32).reshape(3, 4)
@@ -245,7 +246,7 @@ def test_prediction_extrapolates_recorded_residuals():
 
 
 def test_prediction_fallback_counts_as_computed():
-    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9), 5)
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, min_steps=0), 5)
     lat, sig = _drifting(5), _sigmas(5)
     gate.commit(gate.decide(lat[0], sig[0], ["c"]), torch.zeros(1, 4))
     d = gate.decide(lat[1], sig[1], ["c"])
@@ -329,7 +330,7 @@ def test_reset_on_new_run_sigma_going_up():
 
 
 def test_latent_change_gives_infinite_distance():
-    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1), 6)
+    gate = _new(SeaCacheConfig(gate="sea", threshold=1e9, max_consecutive=-1, min_steps=0), 6)
     sig = _sigmas(6)
     _call(gate, ["c"], _noise(), sig[0])
     _call(gate, ["c"], _noise(), sig[1])
@@ -416,7 +417,7 @@ def test_entry_points_are_not_traced_by_torch_compile():
 
     for method in (SeaCacheRun.decide, SeaCacheRun.follow, Call.enter, Call.leave, SeaCacheRun.predict, SeaCacheRun.commit):
         assert getattr(method, "_torchdynamo_disable", False)
-    gate = _new(SeaCacheConfig(threshold=0.25, gate="sea"), 4)
+    gate = _new(SeaCacheConfig(threshold=0.25, gate="sea", min_steps=0), 4)
     lat = _noise()
 
     @torch.compile(backend="eager")

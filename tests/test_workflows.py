@@ -19,7 +19,7 @@ from seacache_testing.workflow_cases import (
     family_overrides, has_ltx2, ltx2_stand_ins, overrides,
 )
 
-APPLY_DEFAULTS = [0.13, "auto", 2, -1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma", 0.0]  # SeaCache Apply's documented defaults (SeaCacheConfig's)
+APPLY_DEFAULTS = [0.13, "auto", 2, -1, 1, 0.0, 1.0, "auto", "compute device", "sea same-sigma", 0.0, 8]  # SeaCache Apply's documented defaults (SeaCacheConfig's)
 TEXT_NODES = ("SeaCacheCosmos3PromptEncode", "SeaCacheCosmos3PromptEncodeNegative")
 PY_TYPES = {"INT": (int,), "FLOAT": (int, float), "STRING": (str,), "BOOLEAN": (bool,), "COMBO": (str,)}
 

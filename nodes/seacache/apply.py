@@ -24,7 +24,8 @@ GATE_CHOICES = {"sea": "sea", "sea same-sigma": "sea_same_sigma", "first block":
                 "first block same-sigma": "first_block_same_sigma"}
 FORECASTER_CHOICES = {"chebyshev": "chebyshev"}  # residual_order values naming a forecaster, over the seam's order
 RESIDUAL_CHOICES = ("auto", "0", "1", "2", *FORECASTER_CHOICES)  # residual_order's values: "auto" is the seam's order
-GATE_BEFORE_INPUT = "sea"  # the gate of API prompts saved before the `gate` input existed (1.0.0)
+# API prompts saved before the `gate` (1.0.0) or the `min_steps` input existed run as then: gate sea, no floor
+GATE_BEFORE_INPUT, MIN_STEPS_BEFORE_INPUT = "sea", 0
 AUTO_WARMUP = -1
 DEFAULTS = SeaCacheConfig()  # the widgets' defaults: their one home is seacache_core/config.py
 # Expert inputs are folded away on the canvas where the running ComfyUI's V3 inputs take `advanced` (newer ones).
@@ -89,13 +90,14 @@ class SeaCacheApply(io.ComfyNode):
                 io.Combo.Input("residual_storage", options=list(STORAGE_CHOICES), default=choice_label(STORAGE_CHOICES, DEFAULTS.residual_storage), tooltip="Where the history of computed steps lives; cpu saves GPU memory at a small transfer cost."),
                 io.Combo.Input("gate", options=list(GATE_CHOICES), default=choice_label(GATE_CHOICES, DEFAULTS.gate), optional=True, tooltip="What the gate reads: the latent (sea same-sigma, sea) or the first block's input (first block: the published indicator).", **EXPERT),
                 io.Float.Input("speedup", default=DEFAULTS.speedup, min=0.0, max=5.0, step=0.05, optional=True, tooltip="Target stack speedup 1-5, steered per step, lifting max_consecutive if needed; below 1 = off (the threshold decides)."),
+                io.Int.Input("min_steps", default=DEFAULTS.min_steps, min=0, max=1000, optional=True, tooltip="Runs of fewer sampling steps reuse nothing, where reuse costs more quality than it saves; 0 = no floor.", **EXPERT),
             ],
             outputs=[io.Model.Output(tooltip="A clone of the model with SeaCache; the input MODEL is unchanged.")],
             hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
-    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate=choice_label(GATE_CHOICES, GATE_BEFORE_INPUT), speedup=DEFAULTS.speedup):
+    def execute(cls, model, threshold, residual_order, max_consecutive, warmup_steps, end_steps, start_percent, end_percent, filter_exponent, residual_storage, gate=choice_label(GATE_CHOICES, GATE_BEFORE_INPUT), speedup=DEFAULTS.speedup, min_steps=MIN_STEPS_BEFORE_INPUT):
         seam_order = residual_order == "auto" or residual_order in FORECASTER_CHOICES
         config = SeaCacheConfig(
             threshold=threshold,
@@ -109,6 +111,7 @@ class SeaCacheApply(io.ComfyNode):
             residual_storage=STORAGE_CHOICES[residual_storage],
             gate=GATE_CHOICES[gate],
             speedup=speedup,
+            min_steps=min_steps,
         )
         unique_id = cls.hidden.unique_id if cls.hidden is not None else None
         settings = SeaCacheSettings(config, start_percent, end_percent, node_id=None if unique_id is None else str(unique_id))
