@@ -5,12 +5,13 @@ samplers, batch sizes, sizes, interrupts (/interrupt) and cancels (deleted from 
 
 After every prompt it samples the server's RSS, its count of live torch tensors and of live objects of the pack's
 classes through the probe (``seacache_testing/server_probe``, a custom node linked into the temp dir, not one of the
-pack's nodes). It prints the curve and checks: every prompt ends in success, interrupted or cancelled; after warm-up
-the RSS and tensor count stay flat within the stated bounds; each SeaCache Stats node shows the report of the
-sampler it follows (its step count). ``--without-seacache`` queues the same prompts with SeaCache Apply and Stats
-bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server retained between
-probes after Cosmos3 prompts, the first after warm-up and then about every N prompts (tracemalloc's growing
-allocation sites, newest frame first, and the object types whose counts grew).
+pack's nodes). It prints the curve, the RSS slope per 100 prompts after warm-up, and checks: every prompt ends in
+success, interrupted or cancelled; after warm-up the RSS and tensor count stay flat within the stated bounds; no
+SeaCache run object (``SamplingRun``, ``SeaCacheRun``, ``Call``) is alive between prompts; each SeaCache Stats node
+shows the report of the sampler it follows (its step count). ``--without-seacache`` queues the same prompts with
+SeaCache Apply and Stats bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server
+retained between probes after Cosmos3 prompts, the first after warm-up and then about every N prompts
+(tracemalloc's growing allocation sites, newest frame first, and the object types whose counts grew).
 
   python -m benchmarks.soak --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
   python -m benchmarks.soak --soak 200 --without-seacache           (the control)
