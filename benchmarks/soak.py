@@ -5,12 +5,13 @@ samplers, batch sizes, sizes, interrupts (/interrupt) and cancels (deleted from 
 
 After every prompt it samples the server's RSS, its count of live torch tensors and of live objects of the pack's
 classes through the probe (``seacache_testing/server_probe``, a custom node linked into the temp dir, not one of the
-pack's nodes). It prints the curve and checks: every prompt ends in success, interrupted or cancelled; after warm-up
-the RSS and tensor count stay flat within the stated bounds; each SeaCache Stats node shows the report of the
-sampler it follows (its step count). ``--without-seacache`` queues the same prompts with SeaCache Apply and Stats
-bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server retained between
-probes after Cosmos3 prompts, the first after warm-up and then about every N prompts (tracemalloc's growing
-allocation sites, newest frame first, and the object types whose counts grew).
+pack's nodes). It prints the curve, the RSS slope per 100 prompts after warm-up, and checks: every prompt ends in
+success, interrupted or cancelled; after warm-up the RSS and tensor count stay flat within the stated bounds; no
+SeaCache run object (``SamplingRun``, ``SeaCacheRun``, ``Call``) is alive between prompts; each SeaCache Stats node
+shows the report of the sampler it follows (its step count). ``--without-seacache`` queues the same prompts with
+SeaCache Apply and Stats bypassed (ComfyUI's own retention, the control); ``--trace-every N`` prints what the server
+retained between probes after Cosmos3 prompts, the first after warm-up and then about every N prompts
+(tracemalloc's growing allocation sites, newest frame first, and the object types whose counts grew).
 
   python -m benchmarks.soak --soak 200 --comfyui /path/to/ComfyUI   (the ComfyUI venv's python)
   python -m benchmarks.soak --soak 200 --without-seacache           (the control)
@@ -36,6 +37,7 @@ PACK_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = PACK_ROOT / "tests" / "fixtures" / "api_1_0_0" / "api"
 SAMPLERS = ["euler", "uni_pc_bh2", "dpmpp_2m", "heun"]
 GATES = ["sea same-sigma", "sea"]
+RUN_CLASSES = ("SamplingRun", "SeaCacheRun", "Call")  # a run's objects: none may outlive its prompt
 
 
 def prepare(base: Path):
@@ -185,7 +187,8 @@ def run(args) -> dict:
             probe = retention(srv, trace=bool(traced) and len(traces) < 1 + (i + 1 - args.warmup) // args.trace_every)
             if "trace" in probe:
                 traces.append((i + 1, probe["trace"]))
-            samples.append((i + 1, probe["rss"], probe["tensors"], group))  # group: what the server last finished
+            runs_alive = sum(probe["pack_objects"].get(name, 0) for name in RUN_CLASSES)
+            samples.append((i + 1, probe["rss"], probe["tensors"], group, runs_alive))  # group: what it last finished
             print(f"prompt {i + 1:4d} {kind:8s} {action:9s} {result:11s} rss {probe['rss'] / 2**20:8.1f} MiB  "
                   f"tensors {probe['tensors']:6d}  pack objects {sum(probe['pack_objects'].values()):5d}  "
                   f"t {time.time() - started:6.0f}s", flush=True)
@@ -230,7 +233,7 @@ def summarize(args, samples, outcomes, wrong_reports, checked, version) -> dict:
           f"{len(wrong_reports)} wrong {wrong_reports[:5]}")
     marks = sorted({m for m in (10, 20, 50, 100, 150, 200, len(samples)) if m <= len(samples)})
     print("prompt  RSS MiB  live tensors")
-    for n, rss, tensors, _ in samples:
+    for n, rss, tensors, *_ in samples:
         if n in marks:
             print(f"{n:6d} {rss / 2**20:8.1f} {tensors:13d}")
     warm = min(args.warmup, max(len(samples) - 2, 0))
@@ -238,6 +241,7 @@ def summarize(args, samples, outcomes, wrong_reports, checked, version) -> dict:
     half = max(len(after) // 2, 1)
     first, last = after[:half], after[half:] or after[-1:]
     rss_growth = (median([s[1] for s in last]) - median([s[1] for s in first])) / 2**20
+    slope = rss_slope(after)
     # Live tensors depend on what the server last ran (its cached outputs): compare after completed prompts of one
     # kind, first half against second half; the worst kind counts.
     margins = []  # (growth - bound, growth, bound, kind)
@@ -251,11 +255,25 @@ def summarize(args, samples, outcomes, wrong_reports, checked, version) -> dict:
     print(f"after warm-up ({warm} prompts): median RSS of the second half minus the first {rss_growth:+.1f} MiB "
           f"(bound {args.rss_bound_mib} MiB); live tensors after completed prompts of one kind, worst ({worst}) "
           f"{tensor_growth:+d} (bound {tensor_bound:.0f})")
-    ok = (set(outcomes) <= {"success", "interrupted", "cancelled"} and not wrong_reports
+    runs_alive = max(s[4] for s in samples) if samples else 0
+    print(f"RSS after warm-up {after[0][1] / 2**20:.1f} MiB -> end {after[-1][1] / 2**20:.1f} MiB, least-squares slope "
+          f"{slope:+.1f} MiB per 100 prompts; SeaCache run objects alive between prompts: at most {runs_alive}")
+    ok = (set(outcomes) <= {"success", "interrupted", "cancelled"} and not wrong_reports and runs_alive == 0
           and rss_growth <= args.rss_bound_mib and tensor_growth <= tensor_bound and outcomes.get("success", 0) > 0)
     print("soak", "PASSED" if ok else "FAILED")
     return dict(ok=ok, outcomes=outcomes, wrong_reports=wrong_reports, checked=checked, samples=samples,
-                rss_growth_mib=rss_growth, tensor_growth=tensor_growth)
+                rss_growth_mib=rss_growth, rss_slope_mib_per_100=slope, tensor_growth=tensor_growth,
+                runs_alive=runs_alive)
+
+
+def rss_slope(samples) -> float:
+    """Least-squares RSS slope in MiB per 100 prompts (0 under two samples): a trend, where the halves' medians
+    move with one step of the allocator."""
+    if len(samples) < 2:
+        return 0.0
+    mean_n, mean_rss = (sum(s[k] for s in samples) / len(samples) for k in (0, 1))
+    covariance = sum((s[0] - mean_n) * (s[1] - mean_rss) for s in samples)
+    return 100 * covariance / sum((s[0] - mean_n) ** 2 for s in samples) / 2**20
 
 
 def parser():

@@ -243,11 +243,12 @@ def test_composition_table_prints_every_case(comfyui_path):
 
 def test_soak_short_on_a_real_server(comfyui_path):
     """12 prompts through ComfyUI's main.py on a loopback port: every prompt succeeds, is interrupted or cancelled,
-    memory stays within the script's bound, and each Stats node shows its own sampler's run (re-queued prompts with
-    one sampler cached included)."""
+    memory stays within the script's bound, no SeaCache run object outlives its prompt, and each Stats node shows
+    its own sampler's run (re-queued prompts with one sampler cached included)."""
     out = run([sys.executable, "-m", "benchmarks.soak", "--soak", "12", "--warmup", "4", "--max-seconds", "900"],
               comfyui=True, timeout=1200)
     assert "soak PASSED" in out and " 0 wrong []" in out
+    assert "SeaCache run objects alive between prompts: at most 0" in out and "MiB per 100 prompts" in out
     assert "retune" in out  # the cached-sampler case was queued
 
 
