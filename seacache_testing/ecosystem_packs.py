@@ -69,9 +69,14 @@ MULTIGPU_PATCH_POINTS = (
     ("comfy.sample", "sample_custom"),
     ("comfy.model_patcher", "ModelPatcher.partially_load"),
     ("comfy.model_patcher", "ModelPatcher._distorch_patched"),
+    ("comfy.model_management", "soft_empty_cache"),
+    ("comfy.model_patcher", "ModelPatcherDynamic._load_list"),
+    ("comfy.sd", "load_state_dict_guess_config"),
 )
-"""What ComfyUI-MultiGPU a38cbda replaces in ComfyUI (module, attribute path): at import the first four and the two
-samplers, at its first DisTorch load ``load_models_gpu`` and ``partially_load`` (marked by ``_distorch_patched``)."""
+"""What ComfyUI-MultiGPU a38cbda replaces in ComfyUI (module, attribute path): at import the first four, the two
+samplers, ``soft_empty_cache`` (its replacement reads ``PromptServer.instance``, which a headless session lacks),
+``ModelPatcherDynamic._load_list`` (ComfyUI 0.33) and ``load_state_dict_guess_config``; at its first DisTorch load
+``load_models_gpu`` and ``partially_load`` (marked by ``_distorch_patched``)."""
 
 
 def packs_root(ns) -> Path:
@@ -140,11 +145,14 @@ def _owner(dotted: str, path: str):
 @contextlib.contextmanager
 def restored(points=MULTIGPU_PATCH_POINTS):
     """Inside the block a pack may replace the ``points``; afterwards each holds what it held before (an attribute
-    that was absent is removed again)."""
+    that was absent is removed again; a point whose class this ComfyUI lacks is skipped)."""
     missing = object()
     saved = []
     for dotted, path in points:
-        owner, name = _owner(dotted, path)
+        try:
+            owner, name = _owner(dotted, path)
+        except AttributeError:
+            continue
         saved.append((owner, name, vars(owner).get(name, missing) if isinstance(owner, type) else getattr(owner, name, missing)))
     try:
         yield
