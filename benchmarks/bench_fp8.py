@@ -21,7 +21,6 @@ weights computed in float32) beside the step-to-step change of the output.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -30,7 +29,7 @@ import time
 
 import torch
 
-from benchmarks import bench_peers
+from benchmarks import bench_peers, matched_cli
 from seacache_testing import fp8_activations as fp8
 from seacache_testing import matched_variants as mv
 from seacache_testing.pair_stats import geometric_mean
@@ -161,27 +160,15 @@ def against_floors(results: dict, floor: dict, steps: int) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke: 1 pair, 10 steps, the natural Cosmos3 proxy, shift 5")
-    parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--first-pair", type=int, default=100, help="first pair number (held-out pairs by default)")
-    parser.add_argument("--archs", default="cosmos3,wan", help="bench_peers' --archs")
-    parser.add_argument("--shifts", default="5,10", help="comma-separated shifts")
+    parser = matched_cli.parser(__doc__, shifts="5,10")
     parser.add_argument("--noise", action="store_true", help="the activations' noise per call instead of the sweep")
-    parser.add_argument("--save", default=None, help="write the rows as JSON")
-    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
     args = parser.parse_args(argv)
     if args.merge:
-        saved = [json.load(open(path)) for path in args.merge]
-        report([r for part in saved for r in part["rows"]], saved[0]["steps"])
+        rows, first = matched_cli.merged(args.merge)
+        report(rows, first["steps"])
         return
-    torch.set_flush_denormal(True)
-    ns = bench_peers.comfy()
-    steps, count = (10, 1) if args.quick else (STEPS, args.pairs)
-    archs = bench_peers.proxies(True, ["cosmos3_natural"]) if args.quick else bench_peers.proxies(False, args.archs.split(","))
-    shifts = (5.0,) if args.quick else tuple(float(v) for v in args.shifts.split(","))
+    ns, archs, shifts, pairs, steps = matched_cli.session(args)
     loaded = load(ns, archs)
-    pairs = range(args.first_pair, args.first_pair + count)
     if args.noise:
         print(noise(ns, loaded, shifts, pairs, steps))
         return

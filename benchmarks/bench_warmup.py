@@ -18,7 +18,6 @@ frame-to-frame differences) against the same pair uncached; paired ratios agains
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
@@ -26,7 +25,7 @@ from collections import Counter
 
 import torch
 
-from benchmarks import bench_peers
+from benchmarks import bench_peers, matched_cli
 from seacache_testing import matched_variants as mv
 from seacache_testing.pair_stats import geometric_mean
 from seacache_testing.peer_comparison import DEFAULTS, STEPS, speed_label
@@ -115,34 +114,23 @@ def timelines(rows: list[dict]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke: 1 pair, 10 steps, the natural Cosmos3 proxy, shift 5")
-    parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--first-pair", type=int, default=100, help="first pair number (held-out pairs by default)")
-    parser.add_argument("--archs", default="cosmos3,wan", help="bench_peers' --archs")
-    parser.add_argument("--shifts", default="3,5,10", help="comma-separated shifts")
+    parser = matched_cli.parser(__doc__, shifts="3,5,10")
     parser.add_argument("--warmups", default=",".join(map(str, WARMUPS)), help="comma-separated warm-up steps")
     parser.add_argument("--thresholds", default=None, metavar="T,...",
                         help="threshold mode: the variants at these thresholds, matched to warm-up 1's calls at the "
                              "default threshold on each pair (which must be among them)")
-    parser.add_argument("--save", default=None, help="write the rows as JSON")
-    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="no runs: one table of saved rows")
     args = parser.parse_args(argv)
     if args.merge:
-        saved = [json.load(open(path)) for path in args.merge]
-        report([r for part in saved for r in part["rows"]], saved[0]["steps"], saved[0].get("threshold"))
+        rows, first = matched_cli.merged(args.merge)
+        report(rows, first["steps"], first.get("threshold"))
         return
-    torch.set_flush_denormal(True)
-    ns = bench_peers.comfy()
-    steps, count = (10, 1) if args.quick else (STEPS, args.pairs)
-    archs = bench_peers.proxies(True, ["cosmos3_natural"]) if args.quick else bench_peers.proxies(False, args.archs.split(","))
-    shifts = (5.0,) if args.quick else tuple(float(v) for v in args.shifts.split(","))
-    warmups = (1, 2) if args.quick else tuple(int(v) for v in args.warmups.split(","))
     thresholds = tuple(float(v) for v in args.thresholds.split(",")) if args.thresholds else ()
     if thresholds and DEFAULTS.threshold not in thresholds:
         raise SystemExit(f"--thresholds must hold the default threshold {DEFAULTS.threshold:g}")
     threshold = DEFAULTS.threshold if thresholds else None
-    rows = run(ns, archs, shifts, range(args.first_pair, args.first_pair + count), steps, warmups, thresholds)
+    ns, archs, shifts, pairs, steps = matched_cli.session(args)
+    warmups = (1, 2) if args.quick else tuple(int(v) for v in args.warmups.split(","))
+    rows = run(ns, archs, shifts, pairs, steps, warmups, thresholds)
     print(f"ComfyUI {ns.version}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     report(rows, steps, threshold)
     if args.save:
